@@ -1,0 +1,457 @@
+"""Byte-level automata: regex AST → NFA → trimmed DFA, with intersection for lookaheads.
+
+A `Dfa` is a dense table `trans[state, byte]` with state 0 the dead state and state 1 the
+start, so that vectorised walks over a whole vocabulary are plain numpy indexing. Every state
+but 0 can still reach an accepting state (trimmed): "live" therefore means "can complete",
+which is what exact masks need.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import TooComplexError
+from . import _regex as rx
+
+MAX_NFA_STATES = 400_000
+MAX_DFA_STATES = 100_000
+
+_serial = itertools.count(1)
+
+
+@dataclass(eq=False)
+class Dfa:
+    trans: np.ndarray  # int32 [n_states, 256]; row 0 is the dead state
+    accepting: np.ndarray  # bool [n_states]
+    serial: int = field(default_factory=lambda: next(_serial))
+
+    @property
+    def n_states(self) -> int:
+        return int(self.trans.shape[0])
+
+    @property
+    def nullable(self) -> bool:
+        return bool(self.accepting[1])
+
+    def matches(self, data: bytes) -> bool:
+        s = 1
+        for b in data:
+            s = int(self.trans[s, b])
+            if s == 0:
+                return False
+        return bool(self.accepting[s])
+
+    def without_empty(self) -> Dfa:
+        """The same language minus the empty string (a fresh, non-accepting start state)."""
+        if not self.nullable:
+            return self
+        trans = np.concatenate([self.trans[:1], self.trans[1:2], self.trans[1:]], axis=0)
+        trans = np.where(trans > 0, trans + 1, 0).astype(np.int32)
+        acc = np.concatenate([[False, False], self.accepting[1:]])
+        return _trim(trans, acc)
+
+
+# ---------------------------------------------------------------- UTF-8 ranges
+
+
+def utf8_sequences(lo: int, hi: int) -> list[list[tuple[int, int]]]:
+    """Split a code-point range into byte-range sequences (surrogates excluded)."""
+    out: list[list[tuple[int, int]]] = []
+    stack = [(lo, hi)]
+    while stack:
+        lo, hi = stack.pop()
+        if lo > hi:
+            continue
+        if lo <= 0xDFFF and hi >= 0xD800:
+            stack.append((0xE000, hi))
+            stack.append((lo, 0xD7FF))
+            continue
+        split = False
+        for b in (0x7F, 0x7FF, 0xFFFF):
+            if lo <= b < hi:
+                stack.append((b + 1, hi))
+                stack.append((lo, b))
+                split = True
+                break
+        if split:
+            continue
+        if hi <= 0x7F:
+            out.append([(lo, hi)])
+            continue
+        for i in range(1, 4):
+            m = (1 << (6 * i)) - 1
+            if (lo & ~m) != (hi & ~m):
+                if (lo & m) != 0:
+                    stack.append(((lo | m) + 1, hi))
+                    stack.append((lo, lo | m))
+                    split = True
+                    break
+                if (hi & m) != m:
+                    stack.append((hi & ~m, hi))
+                    stack.append((lo, (hi & ~m) - 1))
+                    split = True
+                    break
+        if split:
+            continue
+        a = chr(lo).encode("utf-8")
+        b2 = chr(hi).encode("utf-8")
+        out.append(list(zip(a, b2, strict=True)))
+    return out
+
+
+# ---------------------------------------------------------------- NFA
+
+
+class Nfa:
+    def __init__(self) -> None:
+        self.eps: list[list[int]] = []
+        self.edges: list[list[tuple[int, int, int]]] = []
+
+    def state(self) -> int:
+        if len(self.eps) >= MAX_NFA_STATES:
+            raise TooComplexError(f"automaton exceeds {MAX_NFA_STATES} NFA states")
+        self.eps.append([])
+        self.edges.append([])
+        return len(self.eps) - 1
+
+    def build(self, node: rx.Node) -> tuple[int, int]:
+        """Thompson construction; returns (start, end)."""
+        if isinstance(node, rx.Chars):
+            s, e = self.state(), self.state()
+            for seq in _cached_sequences(node.ranges):
+                cur = s
+                for k, (lo, hi) in enumerate(seq):
+                    nxt = e if k == len(seq) - 1 else self.state()
+                    self.edges[cur].append((lo, hi, nxt))
+                    cur = nxt
+            return s, e
+        if isinstance(node, rx.Seq):
+            return self.build_seq(node.items)
+        if isinstance(node, rx.Alt):
+            s, e = self.state(), self.state()
+            for item in node.items:
+                a, b = self.build(item)
+                self.eps[s].append(a)
+                self.eps[b].append(e)
+            return s, e
+        if isinstance(node, rx.Repeat):
+            return self.build_repeat(node)
+        if isinstance(node, rx.Look):
+            return self.build_seq((node,))
+        raise TypeError(node)
+
+    def build_seq(self, items: tuple[rx.Node, ...]) -> tuple[int, int]:
+        s = cur = self.state()
+        for k, item in enumerate(items):
+            if isinstance(item, rx.Look):
+                rest = rx.Seq(items[k + 1 :])
+                dfa = look_intersection(item, rest)
+                a, b = self.embed(dfa)
+                self.eps[cur].append(a)
+                return s, b
+            a, b = self.build(item)
+            self.eps[cur].append(a)
+            cur = b
+        return s, cur
+
+    def build_repeat(self, node: rx.Repeat) -> tuple[int, int]:
+        s = cur = self.state()
+        for _ in range(node.min):
+            a, b = self.build(node.item)
+            self.eps[cur].append(a)
+            cur = b
+        if node.max is None:
+            a, b = self.build(node.item)
+            loop = self.state()
+            self.eps[cur].append(loop)
+            self.eps[loop].append(a)
+            self.eps[b].append(loop)
+            return s, loop
+        end = self.state()
+        self.eps[cur].append(end)
+        for _ in range(node.max - node.min):
+            a, b = self.build(node.item)
+            self.eps[cur].append(a)
+            self.eps[b].append(end)
+            cur = b
+        return s, end
+
+    def embed(self, dfa: Dfa) -> tuple[int, int]:
+        base = len(self.eps)
+        ids = [self.state() for _ in range(dfa.n_states)]
+        end = self.state()
+        for d in range(1, dfa.n_states):
+            row = dfa.trans[d]
+            for lo, hi, tgt in _row_ranges(row):
+                self.edges[ids[d]].append((lo, hi, base + tgt))
+            if dfa.accepting[d]:
+                self.eps[ids[d]].append(end)
+        return ids[1], end
+
+
+def _row_ranges(row: np.ndarray) -> Iterable[tuple[int, int, int]]:
+    start = 0
+    for b in range(1, 257):
+        if b == 256 or row[b] != row[start]:
+            tgt = int(row[start])
+            if tgt != 0:
+                yield start, b - 1, tgt
+            start = b
+
+
+_seq_cache: dict[rx.Ranges, list[list[tuple[int, int]]]] = {}
+
+
+def _cached_sequences(ranges: rx.Ranges) -> list[list[tuple[int, int]]]:
+    seqs = _seq_cache.get(ranges)
+    if seqs is None:
+        seqs = [seq for lo, hi in ranges for seq in utf8_sequences(lo, hi)]
+        if len(_seq_cache) > 4096:
+            _seq_cache.clear()
+        _seq_cache[ranges] = seqs
+    return seqs
+
+
+# ---------------------------------------------------------------- determinisation
+
+
+def determinize(nfa: Nfa, start: int, end: int) -> Dfa:
+    n = len(nfa.eps)
+    bounds = {0, 256}
+    for es in nfa.edges:
+        for lo, hi, _ in es:
+            bounds.add(lo)
+            bounds.add(hi + 1)
+    cuts = sorted(bounds)
+    byte_class = np.zeros(256, dtype=np.int32)
+    for k in range(len(cuts) - 1):
+        byte_class[cuts[k] : cuts[k + 1]] = k
+    n_classes = len(cuts) - 1
+    # per NFA state: class -> targets
+    moves: list[dict[int, list[int]]] = [{} for _ in range(n)]
+    for q in range(n):
+        for lo, hi, tgt in nfa.edges[q]:
+            for c in range(int(byte_class[lo]), int(byte_class[hi]) + 1):
+                moves[q].setdefault(c, []).append(tgt)
+    closure_cache: dict[int, frozenset[int]] = {}
+
+    def closure(q: int) -> frozenset[int]:
+        got = closure_cache.get(q)
+        if got is not None:
+            return got
+        seen = {q}
+        todo = [q]
+        while todo:
+            x = todo.pop()
+            for y in nfa.eps[x]:
+                if y not in seen:
+                    seen.add(y)
+                    todo.append(y)
+        fs = frozenset(seen)
+        closure_cache[q] = fs
+        return fs
+
+    start_set = closure(start)
+    ids: dict[frozenset[int], int] = {start_set: 1}
+    order = [start_set]
+    rows: list[list[int]] = []
+    acc: list[bool] = [False]
+    k = 0
+    while k < len(order):
+        cur = order[k]
+        k += 1
+        acc.append(end in cur)
+        row = [0] * n_classes
+        by_class: dict[int, set[int]] = {}
+        for q in cur:
+            for c, tgts in moves[q].items():
+                by_class.setdefault(c, set()).update(tgts)
+        for c, tgts in by_class.items():
+            nxt_set: set[int] = set()
+            for t in tgts:
+                nxt_set |= closure(t)
+            key = frozenset(nxt_set)
+            d = ids.get(key)
+            if d is None:
+                d = len(order) + 1
+                if d > MAX_DFA_STATES:
+                    raise TooComplexError(f"automaton exceeds {MAX_DFA_STATES} DFA states")
+                ids[key] = d
+                order.append(key)
+            row[c] = d
+        rows.append(row)
+    compact = np.zeros((len(order) + 1, n_classes), dtype=np.int32)
+    if rows:
+        compact[1:] = np.asarray(rows, dtype=np.int32)
+    trans = compact[:, byte_class]
+    return _trim(np.ascontiguousarray(trans), np.asarray(acc, dtype=bool))
+
+
+def _trim(trans: np.ndarray, acc: np.ndarray) -> Dfa:
+    """Drop states that cannot reach acceptance (and unreachable ones); renumber from 1."""
+    n = trans.shape[0]
+    # co-reachability by reverse BFS
+    live = acc.copy()
+    live[0] = False
+    while True:
+        nxt = live | (live[trans].any(axis=1))
+        nxt[0] = False
+        if (nxt == live).all():
+            break
+        live = nxt
+    if n < 2 or not live[1]:  # empty language
+        t = np.zeros((2, 256), dtype=np.int32)
+        return Dfa(t, np.zeros(2, dtype=bool))
+    t = np.where(live[trans], trans, 0)
+    # forward reachability from the start, BFS order gives a canonical numbering
+    remap = np.zeros(n, dtype=np.int64)
+    order = [1]
+    remap[1] = 1
+    k = 0
+    while k < len(order):
+        s = order[k]
+        k += 1
+        for tgt in np.unique(t[s]):
+            tgt = int(tgt)
+            if tgt and not remap[tgt]:
+                order.append(tgt)
+                remap[tgt] = len(order)
+    idx = np.asarray([0, *order], dtype=np.int64)
+    new_trans = remap[t[idx]].astype(np.int32)
+    new_trans[0] = 0
+    new_acc = acc[idx].copy()
+    new_acc[0] = False
+    return _minimize(new_trans, new_acc)
+
+
+def _minimize(trans: np.ndarray, acc: np.ndarray, max_rounds: int = 400) -> Dfa:
+    """Moore refinement (vectorised); gives up quietly on very long chains (still correct)."""
+    n = trans.shape[0]
+    if n <= 2:
+        return Dfa(trans, acc)
+    _, cols = np.unique(trans, axis=1, return_index=True)
+    t = trans[:, np.sort(cols)]
+    cls = acc.astype(np.int64)
+    count = int(cls.max()) + 1
+    for _ in range(max_rounds):
+        sig = np.concatenate([cls[:, None], cls[t]], axis=1)
+        _, new = np.unique(sig, axis=0, return_inverse=True)
+        new = new.reshape(-1)
+        new_count = int(new.max()) + 1
+        cls = new
+        if new_count == count:
+            break
+        count = new_count
+    else:
+        return Dfa(trans, acc)
+    if count == n:
+        return Dfa(trans, acc)
+    # renumber classes: dead -> 0, start -> 1, others by first appearance
+    order: dict[int, int] = {int(cls[0]): 0, int(cls[1]): 1}
+    for c in cls:
+        c = int(c)
+        if c not in order:
+            order[c] = len(order)
+    mapping = np.asarray([order[int(c)] for c in cls], dtype=np.int32)
+    reps = np.zeros(len(order), dtype=np.int64)
+    for s in range(n - 1, -1, -1):
+        reps[mapping[s]] = s
+    new_trans = mapping[trans[reps]]
+    new_acc = acc[reps]
+    return Dfa(np.ascontiguousarray(new_trans.astype(np.int32)), new_acc)
+
+
+# ---------------------------------------------------------------- products
+
+
+def product(a: Dfa, b: Dfa, *, negate_b: bool = False) -> Dfa:
+    """L(a) ∩ L(b), or L(a) \\ L(b) with `negate_b` (b is completed with an accepting sink)."""
+    ids: dict[tuple[int, int], int] = {(1, 1): 1}
+    order = [(1, 1)]
+    rows: list[np.ndarray] = []
+    acc = [False]
+    k = 0
+    while k < len(order):
+        x, y = order[k]
+        k += 1
+        if negate_b:
+            acc.append(bool(a.accepting[x]) and not (y != 0 and bool(b.accepting[y])))
+        else:
+            acc.append(bool(a.accepting[x]) and bool(b.accepting[y]))
+        tx = a.trans[x]
+        ty = b.trans[y] if y else np.zeros(256, dtype=np.int32)
+        row = np.zeros(256, dtype=np.int32)
+        pairs: dict[tuple[int, int], list[int]] = {}
+        for byte in range(256):
+            nx = int(tx[byte])
+            if nx == 0:
+                continue
+            ny = int(ty[byte])
+            if ny == 0 and not negate_b:
+                continue
+            pairs.setdefault((nx, ny), []).append(byte)
+        for key, bytes_ in pairs.items():
+            d = ids.get(key)
+            if d is None:
+                d = len(order) + 1
+                if d > MAX_DFA_STATES:
+                    raise TooComplexError(f"automaton exceeds {MAX_DFA_STATES} DFA states")
+                ids[key] = d
+                order.append(key)
+            row[bytes_] = d
+        rows.append(row)
+    trans = np.zeros((len(order) + 1, 256), dtype=np.int32)
+    trans[1:] = np.stack(rows)
+    return _trim(trans, np.asarray(acc, dtype=bool))
+
+
+def prefix_closed(d: Dfa) -> Dfa:
+    """L(d)·Σ*: once an accepting state is reached, every continuation is accepted."""
+    trans = np.concatenate([d.trans, np.zeros((1, 256), dtype=np.int32)])
+    sink = trans.shape[0] - 1
+    trans[sink] = sink
+    acc = np.concatenate([d.accepting, [True]])
+    trans[acc] = sink
+    trans[0] = 0
+    return _trim(trans, acc)
+
+
+def look_intersection(look: rx.Look, rest: rx.Node) -> Dfa:
+    body = prefix_closed(compile_node(look.body))
+    return product(compile_node(rest), body, negate_b=look.negative)
+
+
+def union(dfas: list[Dfa]) -> Dfa:
+    """L(d1) ∪ L(d2) ∪ ..., through the NFA (cheap for many literal terminals)."""
+    nfa = Nfa()
+    s, e = nfa.state(), nfa.state()
+    for d in dfas:
+        a, b = nfa.embed(d)
+        nfa.eps[s].append(a)
+        nfa.eps[b].append(e)
+    return determinize(nfa, s, e)
+
+
+def compile_node(node: rx.Node) -> Dfa:
+    nfa = Nfa()
+    s, e = nfa.build(node)
+    return determinize(nfa, s, e)
+
+
+_regex_cache: dict[tuple[str, bool], Dfa] = {}
+
+
+def compile_regex(text: str, *, ignore_case: bool = False) -> Dfa:
+    """Regex text → DFA, memoised per process (shared terminals share mask caches)."""
+    key = (text, ignore_case)
+    dfa = _regex_cache.get(key)
+    if dfa is None:
+        dfa = compile_node(rx.parse(text, ignore_case=ignore_case))
+        if len(_regex_cache) > 2048:
+            _regex_cache.clear()
+        _regex_cache[key] = dfa
+    return dfa

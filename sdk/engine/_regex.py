@@ -1,0 +1,357 @@
+"""Regex text (the dialect in docs/internals/grammar-dialect.md) → a small AST over code points.
+
+The AST is what `_automata` turns into byte-level DFAs. Character sets are kept as sorted,
+disjoint code-point ranges so that `.` or `[^"]` cost two ranges, not a million characters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import RegexError
+
+MAX_CODEPOINT = 0x10FFFF
+Ranges = tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class Chars:
+    ranges: Ranges
+
+
+@dataclass(frozen=True)
+class Seq:
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Alt:
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Repeat:
+    item: Node
+    min: int
+    max: int | None
+
+
+@dataclass(frozen=True)
+class Look:
+    """`(?=body)` / `(?!body)`: intersects (or subtracts) `body.*` with the rest of its group."""
+
+    body: Node
+    negative: bool
+
+
+Node = Chars | Seq | Alt | Repeat | Look
+
+EMPTY = Seq(())
+
+
+def normalize(ranges: list[tuple[int, int]]) -> Ranges:
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            if hi > out[-1][1]:
+                out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+    return tuple(out)
+
+
+def negate(ranges: Ranges) -> Ranges:
+    out: list[tuple[int, int]] = []
+    prev = 0
+    for lo, hi in ranges:
+        if lo > prev:
+            out.append((prev, lo - 1))
+        prev = hi + 1
+    if prev <= MAX_CODEPOINT:
+        out.append((prev, MAX_CODEPOINT))
+    return tuple(out)
+
+
+def literal(text: str, *, ignore_case: bool = False) -> Node:
+    items: list[Node] = []
+    for ch in text:
+        if ignore_case:
+            items.append(Chars(_case_fold(((ord(ch), ord(ch)),))))
+        else:
+            items.append(Chars(((ord(ch), ord(ch)),)))
+    return items[0] if len(items) == 1 else Seq(tuple(items))
+
+
+def _case_fold(ranges: Ranges) -> Ranges:
+    extra: list[tuple[int, int]] = list(ranges)
+    total = sum(hi - lo + 1 for lo, hi in ranges)
+    if total > 20000:
+        raise RegexError("case-insensitive matching of a large character class is not supported")
+    for lo, hi in ranges:
+        for cp in range(lo, hi + 1):
+            ch = chr(cp)
+            for other in {ch.lower(), ch.upper(), ch.swapcase()}:
+                if len(other) == 1:
+                    extra.append((ord(other), ord(other)))
+    return normalize(extra)
+
+
+_DIGIT: Ranges = ((0x30, 0x39),)
+_WORD: Ranges = normalize([(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)])
+_SPACE: Ranges = normalize([(0x09, 0x0D), (0x20, 0x20)])
+_CLASS_ESCAPES: dict[str, Ranges] = {
+    "d": _DIGIT,
+    "w": _WORD,
+    "s": _SPACE,
+    "D": negate(_DIGIT),
+    "W": negate(_WORD),
+    "S": negate(_SPACE),
+}
+_SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "a": "\a", "0": "\0"}
+ANY_BUT_NEWLINE: Ranges = normalize([(0, 9), (11, MAX_CODEPOINT)])
+
+
+class _Parser:
+    def __init__(self, text: str, ignore_case: bool) -> None:
+        self.s = text
+        self.i = 0
+        self.ignore_case = ignore_case
+
+    def error(self, msg: str) -> RegexError:
+        return RegexError(f"{msg} at offset {self.i} in regex {self.s!r}")
+
+    def peek(self) -> str | None:
+        return self.s[self.i] if self.i < len(self.s) else None
+
+    def parse(self) -> Node:
+        node = self.alternation()
+        if self.i != len(self.s):
+            raise self.error("unbalanced ')'")
+        return node
+
+    def alternation(self) -> Node:
+        branches = [self.sequence()]
+        while self.peek() == "|":
+            self.i += 1
+            branches.append(self.sequence())
+        return branches[0] if len(branches) == 1 else Alt(tuple(branches))
+
+    def sequence(self) -> Node:
+        items: list[Node] = []
+        while True:
+            c = self.peek()
+            if c is None or c in "|)":
+                break
+            if c == "^" or (c == "$"):
+                # Anchors are only meaningful at the edges; a lexeme is always matched whole.
+                at_start = c == "^" and self.i == 0
+                at_end = c == "$" and self.i == len(self.s) - 1
+                if not (at_start or at_end):
+                    raise self.error(f"anchor {c!r} is only supported at the start/end of a regex")
+                self.i += 1
+                continue
+            atom = self.atom()
+            if isinstance(atom, Look):
+                items.append(atom)
+                continue
+            items.append(self.quantified(atom))
+        if len(items) == 1 and not isinstance(items[0], Look):
+            return items[0]
+        return Seq(tuple(items))
+
+    def quantified(self, atom: Node) -> Node:
+        while True:
+            c = self.peek()
+            if c == "*":
+                lo, hi = 0, None
+            elif c == "+":
+                lo, hi = 1, None
+            elif c == "?":
+                lo, hi = 0, 1
+            elif c == "{":
+                bounds = self.braces()
+                if bounds is None:
+                    return atom
+                lo, hi = bounds
+                atom = Repeat(atom, lo, hi)
+                self.lazy_or_possessive()
+                continue
+            else:
+                return atom
+            self.i += 1
+            atom = Repeat(atom, lo, hi)
+            self.lazy_or_possessive()
+
+    def lazy_or_possessive(self) -> None:
+        if self.peek() == "?":
+            self.i += 1  # lazy: same language
+        elif self.peek() == "+":
+            raise self.error("possessive quantifiers are not supported")
+
+    def braces(self) -> tuple[int, int | None] | None:
+        j = self.s.find("}", self.i)
+        if j < 0:
+            return None
+        body = self.s[self.i + 1 : j]
+        parts = body.split(",")
+        try:
+            if len(parts) == 1:
+                n = int(parts[0])
+                bounds: tuple[int, int | None] = (n, n)
+            elif len(parts) == 2:
+                lo = int(parts[0]) if parts[0] else 0
+                hi = int(parts[1]) if parts[1] else None
+                bounds = (lo, hi)
+            else:
+                return None
+        except ValueError:
+            return None  # Python treats a malformed brace as a literal '{'
+        if bounds[1] is not None and bounds[1] < bounds[0]:
+            raise self.error("min repeat greater than max repeat")
+        self.i = j + 1
+        return bounds
+
+    def atom(self) -> Node:
+        c = self.s[self.i]
+        if c == "(":
+            return self.group()
+        if c == "[":
+            return Chars(self.char_class())
+        if c == ".":
+            self.i += 1
+            return Chars(ANY_BUT_NEWLINE)
+        if c == "\\":
+            return self.escape(in_class=False)
+        if c in "*+?":
+            raise self.error("nothing to repeat")
+        if c == "{" and self.braces_ahead():
+            raise self.error("nothing to repeat")
+        self.i += 1
+        return self.char(ord(c))
+
+    def braces_ahead(self) -> bool:
+        save = self.i
+        try:
+            return self.braces() is not None
+        finally:
+            self.i = save
+
+    def char(self, cp: int) -> Node:
+        if self.ignore_case:
+            return Chars(_case_fold(((cp, cp),)))
+        return Chars(((cp, cp),))
+
+    def group(self) -> Node:
+        self.i += 1
+        look: bool | None = None
+        if self.s.startswith("?:", self.i):
+            self.i += 2
+        elif self.s.startswith("?P<", self.i):
+            j = self.s.find(">", self.i)
+            if j < 0:
+                raise self.error("unterminated group name")
+            self.i = j + 1
+        elif self.s.startswith("?=", self.i):
+            self.i += 2
+            look = False
+        elif self.s.startswith("?!", self.i):
+            self.i += 2
+            look = True
+        elif self.peek() == "?":
+            raise self.error("unsupported group construct")
+        body = self.alternation()
+        if self.peek() != ")":
+            raise self.error("missing ')'")
+        self.i += 1
+        if look is not None:
+            return Look(body, look)
+        return body
+
+    def char_class(self) -> Ranges:
+        self.i += 1
+        negated = False
+        if self.peek() == "^":
+            negated = True
+            self.i += 1
+        ranges: list[tuple[int, int]] = []
+        first = True
+        while True:
+            c = self.peek()
+            if c is None:
+                raise self.error("unterminated character class")
+            if c == "]" and not first:
+                self.i += 1
+                break
+            first = False
+            lo_set = self.class_atom()
+            if isinstance(lo_set, tuple):
+                ranges.extend(lo_set)
+                continue
+            lo = lo_set
+            if self.peek() == "-" and self.i + 1 < len(self.s) and self.s[self.i + 1] != "]":
+                self.i += 1
+                hi_set = self.class_atom()
+                if isinstance(hi_set, tuple):
+                    raise self.error("bad character range")
+                if hi_set < lo:
+                    raise self.error("bad character range")
+                ranges.append((lo, hi_set))
+            else:
+                ranges.append((lo, lo))
+        out = normalize(ranges)
+        if self.ignore_case:
+            out = _case_fold(out)
+        return negate(out) if negated else out
+
+    def class_atom(self) -> int | Ranges:
+        c = self.s[self.i]
+        if c == "\\":
+            node = self.escape(in_class=True)
+            assert isinstance(node, Chars)
+            if len(node.ranges) == 1 and node.ranges[0][0] == node.ranges[0][1]:
+                return node.ranges[0][0]
+            return node.ranges
+        if c == "[" and self.s.startswith("[:", self.i):
+            raise self.error("POSIX classes are not supported")
+        self.i += 1
+        return ord(c)
+
+    def escape(self, *, in_class: bool) -> Node:
+        self.i += 1
+        if self.i >= len(self.s):
+            raise self.error("trailing backslash")
+        c = self.s[self.i]
+        self.i += 1
+        if c in _CLASS_ESCAPES:
+            return Chars(_CLASS_ESCAPES[c])
+        if c in _SIMPLE_ESCAPES and not (c == "0" and self.peek() is not None and self.peek() in "01234567"):
+            return self.char(ord(_SIMPLE_ESCAPES[c]))
+        if c == "b" and in_class:
+            return self.char(8)
+        if c in "xuU":
+            width = {"x": 2, "u": 4, "U": 8}[c]
+            digits = self.s[self.i : self.i + width]
+            if len(digits) != width or any(d not in "0123456789abcdefABCDEF" for d in digits):
+                raise self.error(f"bad \\{c} escape")
+            self.i += width
+            cp = int(digits, 16)
+            if cp > MAX_CODEPOINT:
+                raise self.error("code point out of range")
+            return self.char(cp)
+        if c.isdigit():
+            raise self.error("backreferences are not supported")
+        if c in "bBAZzG":
+            if c in "AZz" and not in_class:
+                edge = (c == "A" and self.i == 2) or (c in "Zz" and self.i == len(self.s))
+                if edge:
+                    return EMPTY
+            raise self.error(f"\\{c} is not supported")
+        if c.isalnum():
+            raise self.error(f"unknown escape \\{c}")
+        return self.char(ord(c))
+
+
+def parse(text: str, *, ignore_case: bool = False) -> Node:
+    """Parse regex `text`; raises `RegexError` for syntax outside the dialect."""
+    return _Parser(text, ignore_case).parse()
+

@@ -1,0 +1,251 @@
+"""Shared run-time tables of one (compiled grammar, vocabulary) pair.
+
+A matcher state is a frozenset of configurations `(stack, lex)`: `stack` is a tuple of global
+rule positions (return addresses, then the current position) at which the terminal of lexer
+state `lex` may be shifted, and `lex` is a global lexer state (terminal DFA state). Sets make
+the parser exact for ambiguous grammars (overlapping anyOf branches, keys that match both a
+declared name and a pattern) without backtracking.
+
+Everything here is memoised: stack expansions, lexeme completions, byte steps, token steps and
+whole masks. Per-token work on a cache miss is: OR the precomputed masks of the configurations'
+lexer states, then simulate only the handful of tokens that cross a lexeme boundary.
+"""
+
+from __future__ import annotations
+
+import threading
+from array import array
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..errors import TooComplexError
+from . import _vocab
+from ._vocab import Vocab
+
+if TYPE_CHECKING:
+    from .grammar import CompiledGrammar
+
+Stack = tuple[int, ...]
+Config = tuple[Stack, int]
+State = frozenset[Config]
+
+MAX_STACK_DEPTH = 1000
+MAX_CONFIGS = 5000
+MAX_CACHE = 200_000
+
+
+class Runtime:
+    def __init__(self, grammar: CompiledGrammar, vocab: Vocab) -> None:
+        self.grammar = grammar
+        self.vocab = vocab
+        self.positions = grammar.positions
+        # global lexer states: one block per terminal, 0 = dead
+        bases: list[int] = []
+        total = 1
+        for dfa in grammar.terminals:
+            bases.append(total)
+            total += dfa.n_states - 1
+        self.term_base = bases
+        trans = np.zeros((total, 256), dtype=np.int32)
+        acc = np.zeros(total, dtype=bool)
+        self.lex_term = [0] * total
+        self.lex_local = [0] * total
+        for t, dfa in enumerate(grammar.terminals):
+            base = bases[t]
+            n = dfa.n_states - 1
+            local = dfa.trans[1:]
+            trans[base : base + n] = np.where(local > 0, local + base - 1, 0)
+            acc[base : base + n] = dfa.accepting[1:]
+            for k in range(n):
+                self.lex_term[base + k] = t
+                self.lex_local[base + k] = k + 1
+        self.trans = array("i", trans.tobytes())
+        self.acc = acc.tolist()
+        self._expand: dict[Stack, tuple[dict[int, tuple[Stack, ...]], bool]] = {}
+        self._completions: dict[tuple[Stack, int], tuple[Config, ...]] = {}
+        self._step: dict[tuple[State, int], State] = {}
+        self._token_step: dict[tuple[State, int], State] = {}
+        self._config_mask: dict[Config, np.ndarray] = {}
+        self._state_mask: dict[State, np.ndarray] = {}
+        self._accepting: dict[State, bool] = {}
+        self.lock = threading.Lock()
+        eos = np.zeros(vocab.packed_len * 8, dtype=bool)
+        eos[list(vocab.eos_ids)] = True
+        self.eos_bits = np.packbits(eos, bitorder="little")
+        self.initial = self._initial()
+
+    # ------------------------------------------------------------ parser side
+
+    def expand(self, stack: Stack) -> tuple[dict[int, tuple[Stack, ...]], bool]:
+        """Terminals shiftable from `stack` (→ stacks after the shift), and whether it may end."""
+        got = self._expand.get(stack)
+        if got is not None:
+            return got
+        positions = self.positions
+        shifts: dict[int, set[Stack]] = {}
+        accept = False
+        seen = {stack}
+        todo = [stack]
+        while todo:
+            st = todo.pop()
+            if len(st) > MAX_STACK_DEPTH:
+                raise TooComplexError(f"parser stack deeper than {MAX_STACK_DEPTH}")
+            top = positions[st[-1]]
+            rest = st[:-1]
+            for term, nxt in top.terms.items():
+                shifts.setdefault(term, set()).add((*rest, nxt))
+            for rule, ret in top.calls:
+                pushed = (*rest, ret, self.grammar.rule_starts[rule])
+                if pushed not in seen:
+                    seen.add(pushed)
+                    todo.append(pushed)
+            if top.final:
+                if not rest:
+                    accept = True
+                elif rest not in seen:
+                    seen.add(rest)
+                    todo.append(rest)
+        result = ({t: tuple(sorted(s)) for t, s in shifts.items()}, accept)
+        if len(self._expand) > MAX_CACHE:
+            self._expand.clear()
+        self._expand[stack] = result
+        return result
+
+    def starts(self, stack: Stack) -> list[Config]:
+        shifts, _ = self.expand(stack)
+        return [(stack, self.term_base[t]) for t in shifts]
+
+    def completions(self, stack: Stack, lex: int) -> tuple[Config, ...]:
+        """Configurations right after the lexeme of `lex` ends (its terminal shifted)."""
+        term = self.lex_term[lex]
+        key = (stack, term)
+        got = self._completions.get(key)
+        if got is None:
+            out: list[Config] = []
+            for nxt in self.expand(stack)[0].get(term, ()):
+                out.extend(self.starts(nxt))
+            got = tuple(out)
+            if len(self._completions) > MAX_CACHE:
+                self._completions.clear()
+            self._completions[key] = got
+        return got
+
+    def _initial(self) -> State:
+        root: Stack = (self.grammar.rule_starts[self.grammar.start_rule],)
+        return frozenset(self.starts(root))
+
+    # ------------------------------------------------------------ lexer side
+
+    def step(self, state: State, byte: int) -> State:
+        key = (state, byte)
+        got = self._step.get(key)
+        if got is not None:
+            return got
+        trans, acc = self.trans, self.acc
+        out: set[Config] = set()
+        for stack, lex in state:
+            nxt = trans[lex * 256 + byte]
+            if nxt:
+                out.add((stack, nxt))
+            if acc[lex]:
+                for stack2, lex2 in self.completions(stack, lex):
+                    nxt = trans[lex2 * 256 + byte]
+                    if nxt:
+                        out.add((stack2, nxt))
+        if len(out) > MAX_CONFIGS:
+            raise TooComplexError(f"more than {MAX_CONFIGS} live parses")
+        got = frozenset(out)
+        if len(self._step) > MAX_CACHE:
+            self._step.clear()
+        self._step[key] = got
+        return got
+
+    def feed(self, state: State, data: bytes) -> State:
+        for b in data:
+            state = self.step(state, b)
+            if not state:
+                break
+        return state
+
+    def advance(self, state: State, token: int) -> State:
+        key = (state, token)
+        got = self._token_step.get(key)
+        if got is None:
+            tb = self.vocab.token_bytes
+            data = tb[token] if 0 <= token < len(tb) else b""
+            got = self.feed(state, data) if data else frozenset()
+            if len(self._token_step) > MAX_CACHE:
+                self._token_step.clear()
+            self._token_step[key] = got
+        return got
+
+    def accepting(self, state: State) -> bool:
+        got = self._accepting.get(state)
+        if got is None:
+            got = False
+            for stack, lex in state:
+                if self.acc[lex]:
+                    term = self.lex_term[lex]
+                    for nxt in self.expand(stack)[0].get(term, ()):
+                        if self.expand(nxt)[1]:
+                            got = True
+                            break
+                if got:
+                    break
+            self._accepting[state] = got
+        return got
+
+    # ------------------------------------------------------------ masks
+
+    def config_mask(self, config: Config) -> np.ndarray:
+        got = self._config_mask.get(config)
+        if got is not None:
+            return got
+        stack, lex = config
+        term = self.lex_term[lex]
+        classes = _vocab.classify(self.vocab, self.grammar.terminals[term], self.lex_local[lex])
+        mask = classes.accepted
+        if classes.uncertain:
+            single: State = frozenset((config,))
+            tb = self.vocab.token_bytes
+            ok = [t for t in classes.uncertain if self.feed(single, tb[t])]
+            if ok:
+                mask = mask.copy()
+                ids = np.asarray(ok, dtype=np.int64)
+                np.bitwise_or.at(mask, ids >> 3, (1 << (ids & 7)).astype(np.uint8))
+        if self.acc[lex]:
+            for nxt in self.completions(stack, lex):
+                mask = mask | self.config_mask(nxt)
+        if len(self._config_mask) > MAX_CACHE // 10:
+            self._config_mask.clear()
+        self._config_mask[config] = mask
+        return mask
+
+    def state_mask(self, state: State) -> np.ndarray:
+        got = self._state_mask.get(state)
+        if got is not None:
+            return got
+        mask: np.ndarray | None = None
+        for config in state:
+            m = self.config_mask(config)
+            mask = m if mask is None else mask | m
+        if mask is None:
+            mask = np.zeros(self.vocab.packed_len, dtype=np.uint8)
+        if self.accepting(state):
+            mask = mask | self.eos_bits
+        if len(self._state_mask) > MAX_CACHE // 10:
+            self._state_mask.clear()
+        self._state_mask[state] = mask
+        return mask
+
+    def forced_bytes(self, state: State, limit: int = 256) -> bytes:
+        """Bytes every continuation must start with (for fast-forward), stopping where it may end."""
+        out = bytearray()
+        while len(out) < limit and state and not self.accepting(state):
+            options = [b for b in range(256) if self.step(state, b)]
+            if len(options) != 1:
+                break
+            out.append(options[0])
+            state = self.step(state, options[0])
+        return bytes(out)

@@ -1,0 +1,606 @@
+"""Lark grammar text → `CompiledGrammar`: terminal DFAs plus rule automata over symbols.
+
+Lark parses the grammar (its EBNF trees are the input); we then build two layers:
+- every terminal becomes a trimmed byte-level DFA (`_automata`), memoised per process so that
+  the same terminal in many grammars shares one set of precomputed token masks;
+- every rule becomes a DFA over symbols (terminals and rule calls), a recursive transition
+  network. Repetition stays a loop (no left-recursive BNF), so the parser is a plain stack
+  machine whose configurations are tuples of ints.
+Parallel terminal edges into the same target are merged into one union terminal: the parser
+does not care which literal of an enum was written, and the mask then walks one DFA.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lark import Token, Tree
+from lark.exceptions import LarkError
+from lark.grammar import NonTerminal, Terminal
+from lark.lexer import PatternRE, PatternStr
+from lark.load_grammar import GrammarBuilder, _literal_to_pattern
+
+from ..errors import GrammarError, RegexError, SDKError
+from . import _automata as au
+from . import _regex as rx
+
+Symbol = tuple[str, int]  # ("T", terminal id) | ("R", rule id)
+
+
+@dataclass(frozen=True)
+class Position:
+    """A state of one rule's automaton, numbered globally."""
+
+    rule: int
+    terms: Mapping[int, int]  # terminal id -> next position
+    calls: tuple[tuple[int, int], ...]  # (rule id, return position)
+    final: bool
+
+
+class CompiledGrammar:
+    """An immutable compiled grammar; one instance serves any number of matchers."""
+
+    def __init__(
+        self,
+        lark_text: str,
+        terminals: list[au.Dfa],
+        terminal_names: list[str],
+        positions: list[Position],
+        rule_names: list[str],
+        rule_starts: list[int],
+        start_rule: int,
+    ) -> None:
+        self.lark_text = lark_text
+        self.terminals = terminals
+        self.terminal_names = terminal_names
+        self.positions = positions
+        self.rule_names = rule_names
+        self.rule_starts = rule_starts
+        self.start_rule = start_rule
+        self.validated: tuple[tuple[str, str], ...] = ()
+        self.enforced: tuple[tuple[str, str], ...] = ()
+        self.schema: Any = None
+
+    def __repr__(self) -> str:
+        return (
+            f"CompiledGrammar(rules={len(self.rule_names)}, terminals={len(self.terminals)}, "
+            f"positions={len(self.positions)})"
+        )
+
+    @classmethod
+    def from_lark(cls, text: str, *, start: str = "start") -> CompiledGrammar:
+        """Compile Lark grammar text in the dialect of docs/internals/grammar-dialect.md."""
+        try:
+            return _Builder(text, start).build()
+        except SDKError:
+            raise
+        except LarkError as e:
+            raise GrammarError(f"invalid Lark grammar: {e}") from e
+        except RecursionError as e:
+            raise GrammarError("grammar nests too deeply") from e
+
+    @classmethod
+    def from_schema(
+        cls,
+        schema: Any,
+        *,
+        strict: bool = False,
+        whitespace: str = "compact",
+        close_objects: bool = False,
+    ) -> CompiledGrammar:
+        """JSON Schema → grammar text (`sdk.grammar.compile_schema`) → compiled grammar."""
+        from ..grammar import compile_schema
+
+        sg = compile_schema(
+            schema, strict=strict, whitespace=whitespace, close_objects=close_objects  # type: ignore[arg-type]
+        )
+        g = cls.from_lark(sg.lark)
+        g.validated = tuple(sg.validated)
+        g.enforced = tuple(sg.enforced)
+        g.schema = schema
+        return g
+
+
+# ------------------------------------------------------------------ building
+
+
+class _SymNfa:
+    def __init__(self) -> None:
+        self.eps: list[list[int]] = []
+        self.edges: list[list[tuple[Symbol, int]]] = []
+
+    def state(self) -> int:
+        self.eps.append([])
+        self.edges.append([])
+        return len(self.eps) - 1
+
+
+class _Builder:
+    def __init__(self, text: str, start: str) -> None:
+        self.text = text
+        self.start = start
+        self.term_ids: dict[Any, int] = {}  # AST or name -> id
+        self.terminals: list[au.Dfa] = []
+        self.term_names: list[str] = []
+        self.term_defs: dict[str, Tree] = {}
+        self.rule_ids: dict[str, int] = {}
+        self.rule_trees: list[Tree] = []
+        self.anon = itertools.count()
+
+    # ---- terminals
+
+    def term_ast(self, tree: Any, depth: int = 0) -> rx.Node:
+        if depth > 200:
+            raise GrammarError("terminal definitions nest too deeply")
+        if isinstance(tree, Terminal):
+            return self.named_term_ast(tree.name, depth)
+        if isinstance(tree, (Token, NonTerminal)):
+            raise GrammarError(f"unexpected {tree!r} in a terminal")
+        data = tree.data
+        ch = tree.children
+        if data == "expansions":
+            items = [self.term_ast(c, depth + 1) for c in ch]
+            return items[0] if len(items) == 1 else rx.Alt(tuple(items))
+        if data == "expansion":
+            items = [self.term_ast(c, depth + 1) for c in ch]
+            return items[0] if len(items) == 1 else rx.Seq(tuple(items))
+        if data == "value":
+            return self.term_ast(ch[0], depth + 1)
+        if data == "literal":
+            return self.literal_ast(ch[0])
+        if data == "range":
+            lo = _literal_to_pattern(ch[0]).value
+            hi = _literal_to_pattern(ch[1]).value
+            if len(lo) != 1 or len(hi) != 1 or lo > hi:
+                raise GrammarError(f"bad range {ch[0]}..{ch[1]}")
+            return rx.Chars(((ord(lo), ord(hi)),))
+        if data == "expr":
+            return self.repeat(self.term_ast(ch[0], depth + 1), ch[1:])
+        if data == "maybe":
+            return rx.Repeat(self.term_ast(ch[0], depth + 1), 0, 1)
+        if data == "alias":
+            return self.term_ast(ch[0], depth + 1)
+        raise GrammarError(f"unsupported construct {data!r} in a terminal")
+
+    def named_term_ast(self, name: str, depth: int) -> rx.Node:
+        tree = self.term_defs.get(name)
+        if tree is None:
+            raise GrammarError(f"undefined terminal {name}")
+        return self.term_ast(tree, depth + 1)
+
+    def literal_ast(self, tok: Token) -> rx.Node:
+        pat = _literal_to_pattern(tok)
+        flags = set(pat.flags)
+        ignore_case = "i" in flags
+        if flags - {"i"}:
+            raise GrammarError(f"unsupported regex flags {sorted(flags - {'i'})} in {tok}")
+        if isinstance(pat, PatternStr):
+            if not pat.value:
+                return rx.EMPTY
+            return rx.literal(pat.value, ignore_case=ignore_case)
+        assert isinstance(pat, PatternRE)
+        return rx.parse(pat.value, ignore_case=ignore_case)
+
+    @staticmethod
+    def repeat(node: rx.Node, ops: list[Any]) -> rx.Node:
+        op = str(ops[0])
+        if op == "?":
+            return rx.Repeat(node, 0, 1)
+        if op == "*":
+            return rx.Repeat(node, 0, None)
+        if op == "+":
+            return rx.Repeat(node, 1, None)
+        if op == "~":
+            lo = int(ops[1])
+            hi = int(ops[2]) if len(ops) > 2 else lo
+            if hi < lo:
+                raise GrammarError(f"bad repetition ~ {lo}..{hi}")
+            return rx.Repeat(node, lo, hi)
+        raise GrammarError(f"unsupported operator {op!r}")
+
+    def term_id(self, key: Any, name: str, ast: rx.Node) -> int:
+        tid = self.term_ids.get(key)
+        if tid is None:
+            try:
+                dfa = _compile_ast(ast)
+            except RegexError as e:
+                raise RegexError(f"terminal {name}: {e}") from e
+            tid = len(self.terminals)
+            self.terminals.append(dfa)
+            self.term_names.append(name)
+            self.term_ids[key] = tid
+        return tid
+
+    # ---- rules
+
+    def build(self) -> CompiledGrammar:
+        gb = GrammarBuilder()
+        gb.load_grammar(self.text)
+        grammar = gb.build()
+        if grammar.ignore:
+            raise GrammarError("%ignore is not supported: write whitespace into the grammar")
+        for name, (tree, _prio) in grammar.term_defs:
+            self.term_defs[str(name)] = tree
+        for name, params, tree, _opts in grammar.rule_defs:
+            if params:
+                raise GrammarError(f"rule templates are not supported ({name})")
+            self.rule_ids[str(name)] = len(self.rule_trees)
+            self.rule_trees.append(tree)
+        if self.start not in self.rule_ids:
+            raise GrammarError(f"the grammar has no {self.start!r} rule")
+        rule_dfas = []
+        for name, rid in self.rule_ids.items():
+            nfa = _SymNfa()
+            s, e = self.rule_nfa(nfa, self.rule_trees[rid], name)
+            rule_dfas.append(_minimize_symbols(_determinize_symbols(nfa, s, e)))
+        names = list(self.rule_ids)
+        return _link(self, rule_dfas, names)
+
+    def rule_nfa(self, nfa: _SymNfa, tree: Any, rule: str, depth: int = 0) -> tuple[int, int]:
+        if depth > 500:
+            raise GrammarError(f"rule {rule} nests too deeply")
+        s = nfa.state()
+        if isinstance(tree, NonTerminal):
+            e = nfa.state()
+            rid = self.rule_ids.get(tree.name)
+            if rid is None:
+                raise GrammarError(f"undefined rule {tree.name} (used in {rule})")
+            nfa.edges[s].append((("R", rid), e))
+            return s, e
+        if isinstance(tree, Terminal):
+            e = nfa.state()
+            ast = self.named_term_ast(tree.name, 0)
+            self.term_edge(nfa, s, e, ("name", tree.name), tree.name, ast)
+            return s, e
+        if isinstance(tree, Token):
+            raise GrammarError(f"unexpected token {tree!r} in rule {rule}")
+        data, ch = tree.data, tree.children
+        if data == "expansions":
+            e = nfa.state()
+            for c in ch:
+                a, b = self.rule_nfa(nfa, c, rule, depth + 1)
+                nfa.eps[s].append(a)
+                nfa.eps[b].append(e)
+            return s, e
+        if data == "expansion":
+            cur = s
+            for c in ch:
+                a, b = self.rule_nfa(nfa, c, rule, depth + 1)
+                nfa.eps[cur].append(a)
+                cur = b
+            return s, cur
+        if data in ("value", "alias"):
+            return self.rule_nfa(nfa, ch[0], rule, depth + 1)
+        if data == "literal":
+            e = nfa.state()
+            ast = self.literal_ast(ch[0])
+            key = ("lit", str(ch[0]))
+            self.term_edge(nfa, s, e, key, f"__ANON_{next(self.anon)}", ast)
+            return s, e
+        if data == "range":
+            e = nfa.state()
+            ast = self.term_ast(tree)
+            self.term_edge(nfa, s, e, ast, f"__ANON_{next(self.anon)}", ast)
+            return s, e
+        if data == "maybe":
+            a, b = self.rule_nfa(nfa, ch[0], rule, depth + 1)
+            nfa.eps[s].append(a)
+            nfa.eps[s].append(b)
+            return s, b
+        if data == "expr":
+            return self.rule_repeat(nfa, s, ch, rule, depth)
+        raise GrammarError(f"unsupported construct {data!r} in rule {rule}")
+
+    def rule_repeat(
+        self, nfa: _SymNfa, s: int, ch: list[Any], rule: str, depth: int
+    ) -> tuple[int, int]:
+        op = str(ch[1])
+        item = ch[0]
+        if op in ("?", "*", "+"):
+            a, b = self.rule_nfa(nfa, item, rule, depth + 1)
+            e = nfa.state()
+            nfa.eps[s].append(a)
+            nfa.eps[b].append(e)
+            if op in ("?", "*"):
+                nfa.eps[s].append(e)
+            if op in ("*", "+"):
+                nfa.eps[b].append(a)
+            return s, e
+        if op != "~":
+            raise GrammarError(f"unsupported operator {op!r} in rule {rule}")
+        lo = int(ch[2])
+        hi = int(ch[3]) if len(ch) > 3 else lo
+        if hi < lo:
+            raise GrammarError(f"bad repetition ~ {lo}..{hi} in rule {rule}")
+        if hi > 100_000:
+            raise GrammarError(f"repetition bound {hi} is too large in rule {rule}")
+        cur = s
+        e = nfa.state()
+        for k in range(hi):
+            a, b = self.rule_nfa(nfa, item, rule, depth + 1)
+            nfa.eps[cur].append(a)
+            if k >= lo:
+                nfa.eps[cur].append(e)
+            cur = b
+        nfa.eps[cur].append(e)
+        return s, e
+
+    def term_edge(self, nfa: _SymNfa, s: int, e: int, key: Any, name: str, ast: rx.Node) -> None:
+        tid = self.term_id(key, name, ast)
+        dfa = self.terminals[tid]
+        if dfa.nullable:
+            nfa.eps[s].append(e)
+            key2 = ("nonempty", key)
+            if key2 not in self.term_ids:
+                self.term_ids[key2] = len(self.terminals)
+                self.terminals.append(dfa.without_empty())
+                self.term_names.append(name)
+            tid = self.term_ids[key2]
+        if self.terminals[tid].n_states > 1 and self.terminals[tid].trans[1].any():
+            nfa.edges[s].append((("T", tid), e))
+
+
+_ast_cache: dict[rx.Node, au.Dfa] = {}
+
+
+def _compile_ast(ast: rx.Node) -> au.Dfa:
+    dfa = _ast_cache.get(ast)
+    if dfa is None:
+        dfa = au.compile_node(ast)
+        if len(_ast_cache) > 4096:
+            _ast_cache.clear()
+        _ast_cache[ast] = dfa
+    return dfa
+
+
+@dataclass
+class _SymDfa:
+    trans: list[dict[Symbol, int]]
+    final: list[bool]
+
+
+def _determinize_symbols(nfa: _SymNfa, start: int, end: int) -> _SymDfa:
+    cache: dict[int, frozenset[int]] = {}
+
+    def closure(states: set[int]) -> frozenset[int]:
+        out: set[int] = set()
+        for q in states:
+            c = cache.get(q)
+            if c is None:
+                seen = {q}
+                todo = [q]
+                while todo:
+                    x = todo.pop()
+                    for y in nfa.eps[x]:
+                        if y not in seen:
+                            seen.add(y)
+                            todo.append(y)
+                c = frozenset(seen)
+                cache[q] = c
+            out |= c
+        return frozenset(out)
+
+    first = closure({start})
+    ids = {first: 0}
+    order = [first]
+    trans: list[dict[Symbol, int]] = []
+    final: list[bool] = []
+    k = 0
+    while k < len(order):
+        cur = order[k]
+        k += 1
+        moves: dict[Symbol, set[int]] = {}
+        for q in cur:
+            for sym, tgt in nfa.edges[q]:
+                moves.setdefault(sym, set()).add(tgt)
+        row: dict[Symbol, int] = {}
+        for sym, tgts in moves.items():
+            key = closure(tgts)
+            d = ids.get(key)
+            if d is None:
+                d = len(order)
+                ids[key] = d
+                order.append(key)
+            row[sym] = d
+        trans.append(row)
+        final.append(end in cur)
+    return _SymDfa(trans, final)
+
+
+def _minimize_symbols(d: _SymDfa) -> _SymDfa:
+    """Moore refinement: equal futures share a state, so parallel edges can merge later."""
+    n = len(d.trans)
+    cls = [int(f) for f in d.final]
+    count = len(set(cls))
+    while True:
+        sigs: dict[tuple[Any, ...], int] = {}
+        new = []
+        for s in range(n):
+            sig = (cls[s], tuple(sorted((sym, cls[t]) for sym, t in d.trans[s].items())))
+            new.append(sigs.setdefault(sig, len(sigs)))
+        cls = new
+        if len(sigs) == count:
+            break
+        count = len(sigs)
+    if count == n:
+        return d
+    # renumber so the start state stays 0
+    order: dict[int, int] = {cls[0]: 0}
+    for c in cls:
+        order.setdefault(c, len(order))
+    trans: list[dict[Symbol, int]] = [{} for _ in range(count)]
+    final = [False] * count
+    for s in range(n):
+        c = order[cls[s]]
+        final[c] = d.final[s]
+        trans[c] = {sym: order[cls[t]] for sym, t in d.trans[s].items()}
+    return _SymDfa(trans, final)
+
+
+def _link(b: _Builder, rules: list[_SymDfa], names: list[str]) -> CompiledGrammar:
+    """Trim unproductive parts, reject left recursion, merge parallel terminals, number positions."""
+    n = len(rules)
+    # productive rules: fixpoint over "a final state is reachable using productive symbols"
+    productive = [False] * n
+    changed = True
+    while changed:
+        changed = False
+        for r in range(n):
+            if productive[r]:
+                continue
+            if _reaches_final(rules[r], productive):
+                productive[r] = True
+                changed = True
+    start = b.rule_ids[b.start]
+    if not productive[start]:
+        raise GrammarError("the grammar's language is empty")
+    # drop edges into unproductive rules, then states that cannot reach a final state
+    for r in range(n):
+        for row in rules[r].trans:
+            for sym in [s for s in row if s[0] == "R" and not productive[s[1]]]:
+                del row[sym]
+        _trim_symbols(rules[r])
+    nullable = _nullable_rules(rules)
+    _check_left_recursion(rules, names, nullable)
+    # merge parallel terminal edges (same source, same target) into one union terminal
+    union_ids: dict[frozenset[int], int] = {}
+    for rule in rules:
+        for row in rule.trans:
+            by_target: dict[int, list[int]] = {}
+            for sym, tgt in row.items():
+                if sym[0] == "T":
+                    by_target.setdefault(tgt, []).append(sym[1])
+            for tgt, tids in by_target.items():
+                if len(tids) < 2:
+                    continue
+                key = frozenset(tids)
+                uid = union_ids.get(key)
+                if uid is None:
+                    uid = len(b.terminals)
+                    b.terminals.append(au.union([b.terminals[t] for t in sorted(tids)]))
+                    b.term_names.append("|".join(b.term_names[t] for t in sorted(tids)))
+                    union_ids[key] = uid
+                for t in tids:
+                    del row[("T", t)]
+                row[("T", uid)] = tgt
+    # global numbering
+    offsets = []
+    total = 0
+    for rule in rules:
+        offsets.append(total)
+        total += len(rule.trans)
+    positions: list[Position] = []
+    for r, rule in enumerate(rules):
+        for st, row in enumerate(rule.trans):
+            terms = {sym[1]: offsets[r] + tgt for sym, tgt in row.items() if sym[0] == "T"}
+            calls = tuple(
+                (sym[1], offsets[r] + tgt) for sym, tgt in row.items() if sym[0] == "R"
+            )
+            positions.append(Position(r, terms, calls, rule.final[st]))
+    return CompiledGrammar(
+        b.text,
+        b.terminals,
+        b.term_names,
+        positions,
+        names,
+        offsets,
+        start,
+    )
+
+
+def _reaches_final(rule: _SymDfa, productive: list[bool]) -> bool:
+    seen = {0}
+    todo = [0]
+    while todo:
+        s = todo.pop()
+        if rule.final[s]:
+            return True
+        for sym, t in rule.trans[s].items():
+            if (sym[0] == "T" or productive[sym[1]]) and t not in seen:
+                seen.add(t)
+                todo.append(t)
+    return False
+
+
+def _trim_symbols(rule: _SymDfa) -> None:
+    n = len(rule.trans)
+    live = [rule.final[s] for s in range(n)]
+    changed = True
+    while changed:
+        changed = False
+        for s in range(n):
+            if not live[s] and any(live[t] for t in rule.trans[s].values()):
+                live[s] = True
+                changed = True
+    for row in rule.trans:
+        for sym in [s for s, t in row.items() if not live[t]]:
+            del row[sym]
+
+
+def _nullable_rules(rules: list[_SymDfa]) -> list[bool]:
+    n = len(rules)
+    nullable = [False] * n
+    changed = True
+    while changed:
+        changed = False
+        for r in range(n):
+            if nullable[r]:
+                continue
+            seen = {0}
+            todo = [0]
+            while todo:
+                s = todo.pop()
+                if rules[r].final[s]:
+                    nullable[r] = True
+                    changed = True
+                    break
+                for sym, t in rules[r].trans[s].items():
+                    if sym[0] == "R" and nullable[sym[1]] and t not in seen:
+                        seen.add(t)
+                        todo.append(t)
+    return nullable
+
+
+def _check_left_recursion(rules: list[_SymDfa], names: list[str], nullable: list[bool]) -> None:
+    # left-calls[r] = rules callable from r's start through nullable rule edges only
+    left: list[set[int]] = []
+    for rule in rules:
+        calls: set[int] = set()
+        seen = {0}
+        todo = [0]
+        while todo:
+            s = todo.pop()
+            for sym, t in rule.trans[s].items():
+                if sym[0] == "R":
+                    calls.add(sym[1])
+                    if nullable[sym[1]] and t not in seen:
+                        seen.add(t)
+                        todo.append(t)
+        left.append(calls)
+    color = [0] * len(rules)
+    for root in range(len(rules)):
+        if color[root]:
+            continue
+        stack: list[tuple[int, list[int]]] = [(root, sorted(left[root]))]
+        color[root] = 1
+        path = [root]
+        while stack:
+            node, pending = stack[-1]
+            if not pending:
+                color[node] = 2
+                stack.pop()
+                path.pop()
+                continue
+            nxt = pending.pop()
+            if color[nxt] == 1:
+                cycle = path[path.index(nxt) :] + [nxt]
+                raise GrammarError(
+                    "left recursion is not supported: " + " -> ".join(names[c] for c in cycle)
+                )
+            if color[nxt] == 0:
+                color[nxt] = 1
+                path.append(nxt)
+                stack.append((nxt, sorted(left[nxt])))
