@@ -96,17 +96,31 @@ def _case_fold(ranges: Ranges) -> Ranges:
     return normalize(extra)
 
 
-_DIGIT: Ranges = ((0x30, 0x39),)
-_WORD: Ranges = normalize([(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)])
-_SPACE: Ranges = normalize([(0x09, 0x0D), (0x20, 0x20)])
-_CLASS_ESCAPES: dict[str, Ranges] = {
-    "d": _DIGIT,
-    "w": _WORD,
-    "s": _SPACE,
-    "D": negate(_DIGIT),
-    "W": negate(_WORD),
-    "S": negate(_SPACE),
-}
+_unicode_classes: dict[str, Ranges] = {}
+
+
+def _class_escape(letter: str) -> Ranges:
+    """Python's own (Unicode) meaning of \\d, \\w, \\s and their negations, computed once."""
+    got = _unicode_classes.get(letter)
+    if got is None:
+        import re
+
+        probe = re.compile("\\" + letter.lower())
+        ranges: list[tuple[int, int]] = []
+        start = None
+        for cp in range(MAX_CODEPOINT + 2):
+            hit = cp <= MAX_CODEPOINT and probe.match(chr(cp)) is not None
+            if hit and start is None:
+                start = cp
+            elif not hit and start is not None:
+                ranges.append((start, cp - 1))
+                start = None
+        positive = tuple(ranges)
+        _unicode_classes[letter.lower()] = positive
+        _unicode_classes[letter.upper()] = negate(positive)
+        got = _unicode_classes[letter]
+    return got
+
 _SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "a": "\a", "0": "\0"}
 ANY_BUT_NEWLINE: Ranges = normalize([(0, 9), (11, MAX_CODEPOINT)])
 
@@ -322,8 +336,8 @@ class _Parser:
             raise self.error("trailing backslash")
         c = self.s[self.i]
         self.i += 1
-        if c in _CLASS_ESCAPES:
-            return Chars(_CLASS_ESCAPES[c])
+        if c in "dwsDWS":
+            return Chars(_class_escape(c))
         if c in _SIMPLE_ESCAPES and not (c == "0" and self.peek() is not None and self.peek() in "01234567"):
             return self.char(ord(_SIMPLE_ESCAPES[c]))
         if c == "b" and in_class:

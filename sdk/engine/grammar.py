@@ -252,7 +252,10 @@ class _Builder:
             return s, e
         if isinstance(tree, Terminal):
             e = nfa.state()
-            ast = self.named_term_ast(tree.name, 0)
+            try:
+                ast = self.named_term_ast(tree.name, 0)
+            except RegexError as err:
+                raise RegexError(f"terminal {tree.name}: {err}") from err
             self.term_edge(nfa, s, e, ("name", tree.name), tree.name, ast)
             return s, e
         if isinstance(tree, Token):

@@ -1,0 +1,230 @@
+"""Engine behaviour through the public low-level API, on a small synthetic vocabulary.
+
+The oracles are independent of the engine: Python's `re` for terminals, Lark's own Earley
+parser for grammars, and a brute-force "feed every token's bytes" for masks.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+
+import lark
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sdk.engine import CompiledGrammar, Matcher
+from sdk.engine._automata import compile_regex
+from sdk.errors import GrammarError, NoValidTokenError, RegexError, TokenRejectedError
+
+
+@dataclass(eq=False)
+class TinyIndex:
+    """A vocabulary with every single byte plus multi-byte tokens that cross JSON lexemes."""
+
+    token_bytes: tuple[bytes, ...]
+    eos_ids: frozenset[int]
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.token_bytes)
+
+
+MULTI = [
+    '{"', '":', '","', '"}', '"},', "true", "false", "null", "12", "3.", ".5", "e+", "-0",
+    '", "', '": "', "ab", "abc", "bc", '"a', 'a"', "é", "😀", "}]", "],", "[{", " ", "  ",
+    '":"a', "\\u00", "\\n", '\\"', '}"', '{"a":1}',
+]
+TOKENS = [b""] + [bytes([b]) for b in range(256)] + [t.encode() for t in MULTI]
+TOKENS += ["é".encode()[:1], "😀".encode()[:2], "😀".encode()[2:]]
+INDEX = TinyIndex(tuple(TOKENS), frozenset({0}))
+
+JSONISH = r"""
+start: value
+value: obj | arr | STR | NUM | "true" | "false" | "null"
+obj: "{" [pair ("," WS? pair)*] "}"
+pair: KEY ":" WS? value
+arr: "[" [value ("," WS? value)*] "]"
+KEY: /"[a-c]{1,2}"/
+STR: /"(?:[^"\\\x00-\x1f]|\\["\\\/bfnrt]|\\u[0-9a-fA-F]{4}){0,4}"/
+NUM: /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/
+WS: " "
+"""
+
+AMBIGUOUS = r"""
+start: "{" (known | other) "}"
+known: "\"a\"" ":" NUM
+other: STR ":" STR
+STR: /"[a-z]*"/
+NUM: /[0-9]+/
+"""
+
+REGEXES = [
+    r"[a-z]+",
+    r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"',
+    r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?",
+    r'"(?=[a-c]{2}")[b-d]*"',
+    r'"(?!(?:ab|cd)")[a-d]*"',
+    r".{2,4}",
+    r"(?:ab|a)*b?",
+    r"é|😀|[α-ω]+",
+    r"x{0,12}y",
+    r"[^a-c\d]{1,3}",
+    r"\w+\s?\W",
+]
+
+
+def brute_force_mask(m: Matcher) -> np.ndarray:
+    """Allowed iff the token's bytes keep some parse alive (live states are completable)."""
+    rt = m._rt
+    state = rt.initial if not m.tokens else m._history[-1]
+    out = np.zeros(m.vocab_size, dtype=bool)
+    for tid, data in enumerate(INDEX.token_bytes):
+        if data and rt.feed(state, data):
+            out[tid] = True
+    if m.is_accepting():
+        out[list(INDEX.eos_ids)] = True
+    return out
+
+
+def random_walk(grammar: CompiledGrammar, rng: random.Random, max_steps: int = 80) -> tuple[bytes, bool]:
+    m = Matcher(grammar, INDEX)
+    out = b""
+    for _ in range(max_steps):
+        mask = m.mask()
+        assert (mask == brute_force_mask(m)).all(), f"mask differs from brute force after {out!r}"
+        allowed = np.nonzero(mask)[0].tolist()
+        assert allowed, "an empty mask must raise instead"
+        tid = rng.choice(allowed)
+        if tid in INDEX.eos_ids:
+            assert m.is_accepting()
+            return out, True
+        m.advance(tid)
+        out += INDEX.token_bytes[tid]
+    return out, m.is_accepting()
+
+
+@pytest.mark.parametrize("pattern", REGEXES)
+def test_regex_dfa_agrees_with_python_re(pattern: str) -> None:
+    dfa = compile_regex(pattern)
+    alphabet = list('abcdxy"\\é😀α\n0-.eE+ /')
+    rng = random.Random(pattern)
+    for _ in range(2000):
+        s = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 7)))
+        assert dfa.matches(s.encode()) == (re.fullmatch(pattern, s) is not None), s
+
+
+@given(st.text(max_size=8))
+@settings(max_examples=300, deadline=None)
+def test_json_string_regex_agrees_with_json_dumps(value: str) -> None:
+    import json
+
+    dfa = compile_regex(REGEXES[1])
+    assert dfa.matches(json.dumps(value, ensure_ascii=False).encode())
+
+
+@pytest.mark.parametrize("grammar_text", [JSONISH, AMBIGUOUS], ids=["jsonish", "ambiguous"])
+@given(seed=st.integers(0, 10_000))
+@settings(max_examples=25, deadline=None)
+def test_random_walks_are_exact_and_parse(grammar_text: str, seed: int) -> None:
+    grammar = CompiledGrammar.from_lark(grammar_text)
+    oracle = lark.Lark(grammar_text, parser="earley", lexer="dynamic")
+    out, complete = random_walk(grammar, random.Random(seed))
+    if complete:
+        oracle.parse(out.decode("utf-8"))
+
+
+@pytest.mark.parametrize(
+    ("text", "ok"),
+    [
+        ('{"a": 12, "b": [true, null, "x\\"y"]}', True),
+        ('{"a":1.5e+3}', True),
+        ('{"ab":"é😀"}', True),
+        ('{"a": 01}', False),
+        ('{"d": 1}', False),
+        ('{"a":"abcde"}', False),
+        ('{"a":tru}', False),
+        ("[1,2,]", False),
+    ],
+)
+def test_known_strings(text: str, ok: bool) -> None:
+    grammar = CompiledGrammar.from_lark(JSONISH)
+    m = Matcher(grammar, INDEX)
+    accepted = all(m.try_advance(TOKENS.index(bytes([b]))) for b in text.encode())
+    assert (accepted and m.is_accepting()) == ok
+
+
+def test_eos_only_when_complete_and_rollback_fork() -> None:
+    grammar = CompiledGrammar.from_lark(JSONISH)
+    m = Matcher(grammar, INDEX)
+    for ch in b'{"a":1':
+        assert not m.is_allowed(0)
+        m.advance(TOKENS.index(bytes([ch])))
+    f = m.fork()
+    f.advance(TOKENS.index(b"}"))
+    assert f.is_allowed(0) and f.is_accepting()
+    assert not m.is_accepting()
+    m.rollback(2)
+    assert m.tokens == f.tokens[:4]
+    with pytest.raises(TokenRejectedError):
+        m.advance(0)
+
+
+def test_overlapping_terminals_keep_both_parses() -> None:
+    grammar = CompiledGrammar.from_lark(AMBIGUOUS)
+    for text, ok in [('{"a":12}', True), ('{"a":"b"}', True), ('{"b":12}', False), ('{"b":"c"}', True)]:
+        m = Matcher(grammar, INDEX)
+        accepted = all(m.try_advance(TOKENS.index(bytes([b]))) for b in text.encode())
+        assert (accepted and m.is_accepting()) == ok, text
+
+
+def test_multibyte_tokens_split_utf8() -> None:
+    grammar = CompiledGrammar.from_lark(r'start: "\"" /[^"]*/ "\""')
+    m = Matcher(grammar, INDEX)
+    m.advance(TOKENS.index(b'"'))
+    m.advance(TOKENS.index("😀".encode()[:2]))
+    # only a continuation byte pair can follow half an emoji
+    allowed = {INDEX.token_bytes[t] for t in np.nonzero(m.mask())[0]}
+    assert "😀".encode()[2:] in allowed and b'"' not in allowed
+    assert all(b and 0x80 <= b[0] <= 0xBF for b in allowed)
+
+
+def test_forced_bytes() -> None:
+    grammar = CompiledGrammar.from_lark(r'start: "{\"name\":" /[0-9]+/ "}"')
+    m = Matcher(grammar, INDEX)
+    assert m.forced_bytes() == b'{"name":'
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("start: start \"a\" | \"b\"", "left recursion"),
+        ("start: a\na: b \"x\"\nb: a | \"y\"", "left recursion"),
+        ('start: "a"\n%ignore " "', "%ignore"),
+        ("start: missing", "missing"),
+        ("start: /a(?<=b)/", "lookbehind|unsupported group"),
+        ("start: /(a)\\1/", "backreference"),
+        ("start: a\na: \"x\" a", "empty"),
+        ("start: /[/", "unterminated|class|Lark"),
+    ],
+)
+def test_grammar_errors_are_typed(text: str, error: str) -> None:
+    with pytest.raises(GrammarError, match=error):
+        CompiledGrammar.from_lark(text)
+
+
+def test_regex_errors_name_the_terminal() -> None:
+    with pytest.raises(RegexError, match="WORD"):
+        CompiledGrammar.from_lark("start: WORD\nWORD: /\\bx/")
+
+
+def test_dead_state_raises_instead_of_empty_mask() -> None:
+    grammar = CompiledGrammar.from_lark('start: "a"')
+    m = Matcher(grammar, INDEX)
+    m.advance(TOKENS.index(b"a"))
+    m.advance(0)  # EOS
+    with pytest.raises(NoValidTokenError):
+        m.mask()
