@@ -206,14 +206,9 @@ class Runtime:
         term = self.lex_term[lex]
         classes = _vocab.classify(self.vocab, self.grammar.terminals[term], self.lex_local[lex])
         mask = classes.accepted
-        if classes.uncertain:
-            single: State = frozenset((config,))
-            tb = self.vocab.token_bytes
-            ok = [t for t in classes.uncertain if self.feed(single, tb[t])]
-            if ok:
-                mask = mask.copy()
-                ids = np.asarray(ok, dtype=np.int64)
-                np.bitwise_or.at(mask, ids >> 3, (1 << (ids & 7)).astype(np.uint8))
+        if classes.events:
+            rows = [self.rows_after(stack, lex, c, r) for c, r in classes.events]
+            mask = mask | _vocab.pack_rows(self.vocab, np.concatenate(rows))
         if self.acc[lex]:
             for nxt in self.completions(stack, lex):
                 mask = mask | self.config_mask(nxt)
@@ -221,6 +216,17 @@ class Runtime:
             self._config_mask.clear()
         self._config_mask[config] = mask
         return mask
+
+    def rows_after(self, stack: Stack, lex: int, col: int, rows: np.ndarray) -> np.ndarray:
+        """Of token `rows`, those whose bytes from `col` on continue once `lex`'s lexeme ends."""
+        out: list[np.ndarray] = []
+        for stack2, lex2 in self.completions(stack, lex):
+            dfa = self.grammar.terminals[self.lex_term[lex2]]
+            accepted, events = _vocab.walk(self.vocab, dfa, self.lex_local[lex2], rows, col)
+            out.append(accepted)
+            for c, r in events:
+                out.append(self.rows_after(stack2, lex2, c, r))
+        return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
     def state_mask(self, state: State) -> np.ndarray:
         got = self._state_mask.get(state)

@@ -61,10 +61,14 @@ def _build(index: Any) -> Vocab:
     return Vocab(size, tb, order, matrix, longer, eos, (size + 7) // 8)
 
 
+Events = tuple[tuple[int, np.ndarray], ...]
+
+
 @dataclass(frozen=True, eq=False)
 class Classes:
     accepted: np.ndarray  # packed uint8 bitmask (little bit order)
-    uncertain: tuple[int, ...]  # token ids that complete the lexeme strictly inside
+    events: Events  # (column, matrix rows): tokens whose lexeme may end after `column` bytes
+    # and that die if it does not; their rest is checked against the parser stack.
 
 
 _class_cache: weakref.WeakKeyDictionary[Vocab, dict[tuple[int, int], Classes]] = (
@@ -81,49 +85,64 @@ def classify(vocab: Vocab, dfa: au.Dfa, state: int) -> Classes:
     got = cache.get(key)
     if got is not None:
         return got
-    got = _classify(vocab, dfa, state)
+    rows, events = walk(vocab, dfa, state, None, 0)
+    got = Classes(pack_rows(vocab, rows), events)
     if len(cache) >= MAX_CLASS_CACHE:
         cache.clear()
     cache[key] = got
     return got
 
 
-def _classify(vocab: Vocab, dfa: au.Dfa, state: int) -> Classes:
+def pack_rows(vocab: Vocab, rows: np.ndarray) -> np.ndarray:
+    bits = np.zeros(vocab.packed_len * 8, dtype=bool)
+    bits[vocab.ids[rows]] = True
+    return np.packbits(bits, bitorder="little")
+
+
+def walk(
+    vocab: Vocab, dfa: au.Dfa, state: int, rows: np.ndarray | None, col: int
+) -> tuple[np.ndarray, Events]:
+    """Run the lexer from `state` over tokens `rows` (all if None) starting at byte `col`.
+
+    Returns the rows that are still inside the lexeme at their last byte, and the boundary
+    events of the rows that die: (c, rows) where the lexeme was complete after byte c and more
+    bytes followed (a row can appear under several c).
+    """
     trans = dfa.trans
     acc = dfa.accepting
     matrix = vocab.matrix
     longer = vocab.longer_than
-    n_all = len(vocab.ids)
-    rows = np.arange(n_all, dtype=np.int64)  # row numbers into matrix, ascending
-    s = np.full(n_all, state, dtype=np.int32)
-    mid = np.zeros(n_all, dtype=bool)
-    accepted_rows: list[np.ndarray] = []
-    uncertain_rows: list[np.ndarray] = []
-    for j in range(matrix.shape[1]):
+    if rows is None:
+        rows = np.arange(len(vocab.ids), dtype=np.int64)
+    s = np.full(len(rows), state, dtype=np.int32)
+    survivors: list[np.ndarray] = []
+    candidates: list[tuple[int, np.ndarray]] = []
+    died = np.zeros(len(vocab.ids), dtype=bool) if rows.size else None
+    for j in range(col, matrix.shape[1]):
         n = int(np.searchsorted(rows, longer[j]))  # rows[:n] still have a byte at column j
         if n < len(rows):
-            accepted_rows.append(rows[n:])
-            rows, s, mid = rows[:n], s[:n], mid[:n]
+            survivors.append(rows[n:])
+            rows, s = rows[:n], s[:n]
         if n == 0:
             break
         s = trans[s, matrix[rows, j]]
         alive = s != 0
         if not alive.all():
-            dead = ~alive
-            uncertain_rows.append(rows[dead & mid])
-            rows, s, mid = rows[alive], s[alive], mid[alive]
+            assert died is not None
+            died[rows[~alive]] = True
+            rows, s = rows[alive], s[alive]
             if len(rows) == 0:
                 break
-        # finished the lexeme after this byte and more bytes follow: may continue past it
-        more = rows < longer[j + 1]
-        mid = mid | (acc[s] & more)
+        ended = acc[s] & (rows < longer[j + 1])
+        if ended.any():
+            candidates.append((j + 1, rows[ended]))
     if len(rows):
-        accepted_rows.append(rows)
-    bits = np.zeros(vocab.packed_len * 8, dtype=bool)
-    if accepted_rows:
-        bits[vocab.ids[np.concatenate(accepted_rows)]] = True
-    unc = np.concatenate(uncertain_rows) if uncertain_rows else np.zeros(0, dtype=np.int64)
-    return Classes(
-        np.packbits(bits, bitorder="little"),
-        tuple(sorted(vocab.ids[unc].tolist())),
-    )
+        survivors.append(rows)
+    accepted = np.concatenate(survivors) if survivors else np.zeros(0, dtype=np.int64)
+    events: list[tuple[int, np.ndarray]] = []
+    if died is not None:
+        for c, cand in candidates:
+            keep = cand[died[cand]]
+            if len(keep):
+                events.append((c, keep))
+    return accepted, tuple(events)

@@ -96,7 +96,7 @@ def byte_level_decoding_table() -> dict[str, int]:
             printable.append(b)
             chars.append(256 + n)
             n += 1
-    return {chr(c): b for b, c in zip(printable, chars)}
+    return {chr(c): b for b, c in zip(printable, chars, strict=True)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -288,7 +288,11 @@ class TokenizerIndex:
         extra = frozenset(int(i) for i in extra_eos_ids)
         with _LOCK:
             per_tok = _BY_OBJECT.get(tokenizer)
-            if per_tok is not None and per_tok[0] == _cheap_state(tokenizer) and extra in per_tok[1]:
+            if (
+                per_tok is not None
+                and per_tok[0] == _cheap_state(tokenizer)
+                and extra in per_tok[1]
+            ):
                 return per_tok[1][extra]
 
         src = _HFSource(tokenizer)
@@ -415,7 +419,11 @@ class _HFSource:
         h = hashlib.sha256()
         h.update(f"sdk-token-index-v{_FORMAT_VERSION}\0".encode())
         # NUL-joined strings plus their lengths: injective, and 4x faster than json.dumps.
-        h.update("\0".join([s if s is not None else "" for s in self.strings]).encode("utf-8", "surrogatepass"))
+        h.update(
+            "\0".join([s if s is not None else "" for s in self.strings]).encode(
+                "utf-8", "surrogatepass"
+            )
+        )
         lengths = [len(s) if s is not None else -1 for s in self.strings]
         h.update(np.asarray(lengths, dtype=np.int64).tobytes())
         added = sorted(
