@@ -1,0 +1,46 @@
+"""`python -m sdk.bench SUBCOMMAND ...`: a thin dispatcher so new benchmarks plug in by name."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+USAGE = """usage: python -m sdk.bench SUBCOMMAND [options]
+
+subcommands:
+  maskbench DIR   replay MaskBench JSON instances token by token through each engine's
+                  mask (TBM, TTFM, correctness counts); see `maskbench --help`
+  e2e             end-to-end generation benchmark (not implemented yet)
+"""
+
+
+def _maskbench(argv: list[str]) -> int:
+    from .maskbench import main
+
+    main(argv)
+    return 0
+
+
+def _e2e(argv: list[str]) -> int:
+    print("sdk.bench e2e: not implemented yet", file=sys.stderr)
+    return 2
+
+
+COMMANDS: dict[str, Callable[[list[str]], int]] = {"maskbench": _maskbench, "e2e": _e2e}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Dispatch to a subcommand; with no (or an unknown) subcommand print the usage."""
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE, end="")
+        return 0 if args else 2
+    cmd = COMMANDS.get(args[0])
+    if cmd is None:
+        print(f"sdk.bench: unknown subcommand {args[0]!r}\n\n{USAGE}", end="", file=sys.stderr)
+        return 2
+    return cmd(args[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
