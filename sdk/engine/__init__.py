@@ -38,4 +38,5 @@ def __getattr__(name: str) -> Any:
         return TokenizerIndex
     raise AttributeError(name)
 
+
 __all__ = ["CompiledGrammar", "Matcher", "TokenizerIndex"]

@@ -9,8 +9,10 @@ which is what exact masks need.
 from __future__ import annotations
 
 import itertools
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -32,6 +34,15 @@ class Dfa:
     @property
     def n_states(self) -> int:
         return int(self.trans.shape[0])
+
+    @cached_property
+    def table(self) -> array[int]:
+        """`trans` flattened (`table[state * 256 + byte]`): fast scalar lookups, cheap to build."""
+        return array("i", self.trans.astype(np.int32, copy=False).tobytes())
+
+    @cached_property
+    def accepting_list(self) -> list[bool]:
+        return self.accepting.tolist()
 
     @property
     def nullable(self) -> bool:
@@ -325,10 +336,10 @@ def _trim(trans: np.ndarray, acc: np.ndarray) -> Dfa:
     new_trans[0] = 0
     new_acc = acc[idx].copy()
     new_acc[0] = False
-    return _minimize(new_trans, new_acc)
+    return Dfa(new_trans, new_acc)
 
 
-def _minimize(trans: np.ndarray, acc: np.ndarray, max_rounds: int = 400) -> Dfa:
+def minimize(trans: np.ndarray, acc: np.ndarray, max_rounds: int = 400) -> Dfa:
     """Moore refinement (vectorised); gives up quietly on very long chains (still correct)."""
     n = trans.shape[0]
     if n <= 2:
@@ -369,8 +380,9 @@ def _minimize(trans: np.ndarray, acc: np.ndarray, max_rounds: int = 400) -> Dfa:
 
 
 def product(a: Dfa, b: Dfa, *, negate_b: bool = False) -> Dfa:
-    """L(a) ∩ L(b), or L(a) \\ L(b) with `negate_b` (b is completed with an accepting sink)."""
-    ids: dict[tuple[int, int], int] = {(1, 1): 1}
+    """L(a) ∩ L(b), or L(a) \\ L(b) with `negate_b` (b's dead state then acts as a sink)."""
+    nb = b.n_states
+    ids: dict[int, int] = {1 * nb + 1: 1}
     order = [(1, 1)]
     rows: list[np.ndarray] = []
     acc = [False]
@@ -379,30 +391,26 @@ def product(a: Dfa, b: Dfa, *, negate_b: bool = False) -> Dfa:
         x, y = order[k]
         k += 1
         if negate_b:
-            acc.append(bool(a.accepting[x]) and not (y != 0 and bool(b.accepting[y])))
+            acc.append(bool(a.accepting[x]) and not bool(b.accepting[y]))
         else:
             acc.append(bool(a.accepting[x]) and bool(b.accepting[y]))
-        tx = a.trans[x]
-        ty = b.trans[y] if y else np.zeros(256, dtype=np.int32)
+        nx = a.trans[x].astype(np.int64)
+        ny = b.trans[y].astype(np.int64)
+        live = nx != 0 if negate_b else (nx != 0) & (ny != 0)
+        codes = nx * nb + ny
         row = np.zeros(256, dtype=np.int32)
-        pairs: dict[tuple[int, int], list[int]] = {}
-        for byte in range(256):
-            nx = int(tx[byte])
-            if nx == 0:
-                continue
-            ny = int(ty[byte])
-            if ny == 0 and not negate_b:
-                continue
-            pairs.setdefault((nx, ny), []).append(byte)
-        for key, bytes_ in pairs.items():
-            d = ids.get(key)
+        uniq, inverse = np.unique(codes[live], return_inverse=True)
+        targets = np.empty(len(uniq), dtype=np.int32)
+        for u, code in enumerate(uniq.tolist()):
+            d = ids.get(code)
             if d is None:
                 d = len(order) + 1
                 if d > MAX_DFA_STATES:
                     raise TooComplexError(f"automaton exceeds {MAX_DFA_STATES} DFA states")
-                ids[key] = d
-                order.append(key)
-            row[bytes_] = d
+                ids[code] = d
+                order.append(divmod(code, nb))
+            targets[u] = d
+        row[live] = targets[inverse]
         rows.append(row)
     trans = np.zeros((len(order) + 1, 256), dtype=np.int32)
     trans[1:] = np.stack(rows)

@@ -121,6 +121,7 @@ def _class_escape(letter: str) -> Ranges:
         got = _unicode_classes[letter]
     return got
 
+
 _SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "a": "\a", "0": "\0"}
 ANY_BUT_NEWLINE: Ranges = normalize([(0, 9), (11, MAX_CODEPOINT)])
 
@@ -338,7 +339,9 @@ class _Parser:
         self.i += 1
         if c in "dwsDWS":
             return Chars(_class_escape(c))
-        if c in _SIMPLE_ESCAPES and not (c == "0" and self.peek() is not None and self.peek() in "01234567"):
+        if c in _SIMPLE_ESCAPES and not (
+            c == "0" and self.peek() is not None and self.peek() in "01234567"
+        ):
             return self.char(ord(_SIMPLE_ESCAPES[c]))
         if c == "b" and in_class:
             return self.char(8)
@@ -368,4 +371,3 @@ class _Parser:
 def parse(text: str, *, ignore_case: bool = False) -> Node:
     """Parse regex `text`; raises `RegexError` for syntax outside the dialect."""
     return _Parser(text, ignore_case).parse()
-

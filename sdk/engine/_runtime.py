@@ -205,9 +205,10 @@ class Runtime:
         stack, lex = config
         term = self.lex_term[lex]
         classes = _vocab.classify(self.vocab, self.grammar.terminals[term], self.lex_local[lex])
-        mask = classes.accepted
+        assert classes.packed is not None
+        mask = classes.packed
         if classes.events:
-            rows = [self.rows_after(stack, lex, c, r) for c, r in classes.events]
+            rows = [self.rows_after(stack, lex, event) for event in classes.events]
             mask = mask | _vocab.pack_rows(self.vocab, np.concatenate(rows))
         if self.acc[lex]:
             for nxt in self.completions(stack, lex):
@@ -217,15 +218,16 @@ class Runtime:
         self._config_mask[config] = mask
         return mask
 
-    def rows_after(self, stack: Stack, lex: int, col: int, rows: np.ndarray) -> np.ndarray:
-        """Of token `rows`, those whose bytes from `col` on continue once `lex`'s lexeme ends."""
+    def rows_after(self, stack: Stack, lex: int, event: _vocab.Event) -> np.ndarray:
+        """Of the event's token rows, those whose remaining bytes continue after `lex` ends."""
+        col, rows, key = event
         out: list[np.ndarray] = []
         for stack2, lex2 in self.completions(stack, lex):
             dfa = self.grammar.terminals[self.lex_term[lex2]]
-            accepted, events = _vocab.walk(self.vocab, dfa, self.lex_local[lex2], rows, col)
-            out.append(accepted)
-            for c, r in events:
-                out.append(self.rows_after(stack2, lex2, c, r))
+            w = _vocab.cached_walk(self.vocab, dfa, self.lex_local[lex2], col, rows, key)
+            out.append(w.accepted)
+            for ev in w.events:
+                out.append(self.rows_after(stack2, lex2, ev))
         return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
     def state_mask(self, state: State) -> np.ndarray:

@@ -9,6 +9,7 @@ matrix does it; the result is cached per (terminal DFA, state), across grammars.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import weakref
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ class Vocab:
     longer_than: np.ndarray  # int64 [L + 1]: count of tokens with length > j
     eos_ids: tuple[int, ...]
     packed_len: int
+    by_first_byte: tuple[np.ndarray, ...]  # matrix rows (ascending) whose first byte is b
 
 
 _vocabs: weakref.WeakKeyDictionary[Any, Vocab] = weakref.WeakKeyDictionary()
@@ -58,38 +60,56 @@ def _build(index: Any) -> Vocab:
     sorted_lens = lens[order]
     longer = np.asarray([(sorted_lens > j).sum() for j in range(max_len + 1)], dtype=np.int64)
     eos = tuple(sorted(int(e) for e in getattr(index, "eos_ids", ())))
-    return Vocab(size, tb, order, matrix, longer, eos, (size + 7) // 8)
+    first = matrix[:, 0] if max_len else np.zeros(0, dtype=np.uint8)
+    by_first = tuple(np.nonzero(first == b)[0].astype(np.int64) for b in range(256))
+    return Vocab(size, tb, order, matrix, longer, eos, (size + 7) // 8, by_first)
 
 
-Events = tuple[tuple[int, np.ndarray], ...]
+Event = tuple[int, np.ndarray, int]  # (column, matrix rows, unique key of this row set)
+Events = tuple[Event, ...]
 
 
 @dataclass(frozen=True, eq=False)
-class Classes:
-    accepted: np.ndarray  # packed uint8 bitmask (little bit order)
-    events: Events  # (column, matrix rows): tokens whose lexeme may end after `column` bytes
-    # and that die if it does not; their rest is checked against the parser stack.
+class Walk:
+    """Tokens walked through one lexer state: those that stay inside the lexeme to their last
+    byte (`accepted`, matrix rows; `packed` as a bitmask for whole-vocabulary walks), and the
+    boundary events of the others: (c, rows, key) where the lexeme was complete after byte c
+    and the rest must be checked against whatever the parser allows next."""
+
+    accepted: np.ndarray
+    events: Events
+    packed: np.ndarray | None
 
 
-_class_cache: weakref.WeakKeyDictionary[Vocab, dict[tuple[int, int], Classes]] = (
+_walk_cache: weakref.WeakKeyDictionary[Vocab, dict[tuple[int, int, int, int], Walk]] = (
     weakref.WeakKeyDictionary()
 )
-MAX_CLASS_CACHE = 20_000
+_row_keys = itertools.count(1)
+MAX_WALK_CACHE = 50_000
 
 
-def classify(vocab: Vocab, dfa: au.Dfa, state: int) -> Classes:
-    cache = _class_cache.get(vocab)
+def classify(vocab: Vocab, dfa: au.Dfa, state: int) -> Walk:
+    """The stack-independent split of the whole vocabulary at one lexer state (cached)."""
+    return cached_walk(vocab, dfa, state, 0, None, 0)
+
+
+def cached_walk(
+    vocab: Vocab, dfa: au.Dfa, state: int, col: int, rows: np.ndarray | None, rows_key: int
+) -> Walk:
+    """`walk`, memoised across grammars: row sets are named by the key of the event that
+    produced them, so the same boundary crossing is never walked twice."""
+    cache = _walk_cache.get(vocab)
     if cache is None:
-        cache = _class_cache.setdefault(vocab, {})
-    key = (dfa.serial, state)
+        cache = _walk_cache.setdefault(vocab, {})
+    key = (dfa.serial, state, col, rows_key)
     got = cache.get(key)
-    if got is not None:
-        return got
-    rows, events = walk(vocab, dfa, state, None, 0)
-    got = Classes(pack_rows(vocab, rows), events)
-    if len(cache) >= MAX_CLASS_CACHE:
-        cache.clear()
-    cache[key] = got
+    if got is None:
+        accepted, events = walk(vocab, dfa, state, rows, col)
+        packed = pack_rows(vocab, accepted) if rows is None else None
+        got = Walk(accepted, events, packed)
+        if len(cache) >= MAX_WALK_CACHE:
+            cache.clear()
+        cache[key] = got
     return got
 
 
@@ -105,15 +125,26 @@ def walk(
     """Run the lexer from `state` over tokens `rows` (all if None) starting at byte `col`.
 
     Returns the rows that are still inside the lexeme at their last byte, and the boundary
-    events of the rows that die: (c, rows) where the lexeme was complete after byte c and more
-    bytes followed (a row can appear under several c).
+    events of the rows that die: (c, rows, key) where the lexeme was complete after byte c and
+    more bytes followed (a row can appear under several c).
     """
+    if rows is not None and len(rows) <= SMALL_WALK:
+        return _walk_small(vocab, dfa, state, rows, col)
     trans = dfa.trans
     acc = dfa.accepting
     matrix = vocab.matrix
     longer = vocab.longer_than
+    allowed_first = trans[state] != 0
     if rows is None:
-        rows = np.arange(len(vocab.ids), dtype=np.int64)
+        # Only tokens whose first byte can start here: literal-like states touch few rows.
+        n_first = int(allowed_first.sum())
+        if n_first <= 32:
+            picked = [vocab.by_first_byte[b] for b in np.nonzero(allowed_first)[0]]
+            rows = np.sort(np.concatenate(picked)) if picked else np.zeros(0, dtype=np.int64)
+        else:
+            rows = np.arange(len(vocab.ids), dtype=np.int64)
+    elif len(rows) > 64:
+        rows = rows[allowed_first[matrix[rows, col]]]
     s = np.full(len(rows), state, dtype=np.int32)
     survivors: list[np.ndarray] = []
     candidates: list[tuple[int, np.ndarray]] = []
@@ -139,10 +170,45 @@ def walk(
     if len(rows):
         survivors.append(rows)
     accepted = np.concatenate(survivors) if survivors else np.zeros(0, dtype=np.int64)
-    events: list[tuple[int, np.ndarray]] = []
+    events: list[Event] = []
     if died is not None:
         for c, cand in candidates:
             keep = cand[died[cand]]
             if len(keep):
-                events.append((c, keep))
+                events.append((c, keep, next(_row_keys)))
     return accepted, tuple(events)
+
+
+SMALL_WALK = 48
+
+
+def _walk_small(
+    vocab: Vocab, dfa: au.Dfa, state: int, rows: np.ndarray, col: int
+) -> tuple[np.ndarray, Events]:
+    """The same walk in plain Python: cheaper than numpy's per-call overhead for few tokens."""
+    table = dfa.table
+    acc = dfa.accepting_list
+    tb = vocab.token_bytes
+    ids = vocab.ids
+    accepted: list[int] = []
+    by_col: dict[int, list[int]] = {}
+    for row in rows.tolist():
+        data = tb[ids[row]]
+        s = state
+        ends: list[int] = []
+        last = len(data) - 1
+        for k in range(col, len(data)):
+            s = table[s * 256 + data[k]]
+            if not s:
+                break
+            if k < last and acc[s]:
+                ends.append(k + 1)
+        else:
+            accepted.append(row)
+            continue
+        for c in ends:
+            by_col.setdefault(c, []).append(row)
+    events = tuple(
+        (c, np.asarray(r, dtype=np.int64), next(_row_keys)) for c, r in sorted(by_col.items())
+    )
+    return np.asarray(accepted, dtype=np.int64), events

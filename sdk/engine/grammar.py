@@ -95,7 +95,10 @@ class CompiledGrammar:
         from ..grammar import compile_schema
 
         sg = compile_schema(
-            schema, strict=strict, whitespace=whitespace, close_objects=close_objects  # type: ignore[arg-type]
+            schema,
+            strict=strict,
+            whitespace=whitespace,
+            close_objects=close_objects,  # type: ignore[arg-type]
         )
         g = cls.from_lark(sg.lark)
         g.validated = tuple(sg.validated)
@@ -499,9 +502,7 @@ def _link(b: _Builder, rules: list[_SymDfa], names: list[str]) -> CompiledGramma
     for r, rule in enumerate(rules):
         for st, row in enumerate(rule.trans):
             terms = {sym[1]: offsets[r] + tgt for sym, tgt in row.items() if sym[0] == "T"}
-            calls = tuple(
-                (sym[1], offsets[r] + tgt) for sym, tgt in row.items() if sym[0] == "R"
-            )
+            calls = tuple((sym[1], offsets[r] + tgt) for sym, tgt in row.items() if sym[0] == "R")
             positions.append(Position(r, terms, calls, rule.final[st]))
     return CompiledGrammar(
         b.text,

@@ -49,7 +49,13 @@ from sdk.errors import TokenizerError
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-__all__ = ["TokenizerIndex", "default_cache_dir", "byte_level_decoding_table", "KNOWN_EOS_TOKENS"]
+__all__ = [
+    "KNOWN_EOS_TOKENS",
+    "TokenizerIndex",
+    "byte_level_decoding_table",
+    "clear_memory_cache",
+    "default_cache_dir",
+]
 
 #: Bumped whenever the on-disk layout or the decoding rules change (invalidates old caches).
 _FORMAT_VERSION = 1
@@ -375,6 +381,13 @@ _BY_OBJECT: weakref.WeakKeyDictionary[Any, tuple[Any, dict[frozenset[int], Token
 )
 
 
+def clear_memory_cache() -> None:
+    """Forget in-process indexes (tests; long-lived processes that cycle through tokenizers)."""
+    with _LOCK:
+        _BY_FINGERPRINT.clear()
+        _BY_OBJECT.clear()
+
+
 def _cheap_state(tokenizer: Any) -> tuple[int, Any]:
     """Detects the common mutations (added tokens, new EOS) that invalidate a per-object hit."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
@@ -523,6 +536,7 @@ def _save_npz(path: Path, index: TokenizerIndex) -> None:
                     order_by_length_desc=index.order_by_length_desc,
                     byte_matrix_sorted=index.byte_matrix_sorted,
                 )
+            os.chmod(tmp, 0o644)  # mkstemp makes 0600; the cache is meant to be shared
             os.replace(tmp, path)
         finally:
             if os.path.exists(tmp):

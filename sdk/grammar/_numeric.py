@@ -1,0 +1,453 @@
+"""Numeric lexemes: JSON integer/number texts restricted to a range, built digit by digit.
+
+Integers use the classic range-to-regex construction: split by digit count, then by the first
+differing digit. Numbers (with bounds) reuse it for the integer part and compare the fraction
+digit-wise against the bound's fraction, so exclusive bounds are exact (`> 0` accepts `0.0001`,
+rejects `0.000`).
+
+Numbers with bounds are generated without exponents: the set of values `{m × 10^e}` in a range
+is not a regular language over the texts (`0.000…01e<k>` ties k to the zero count), so no regex
+could accept every exponent form exactly. Every JSON number value has an exponent-free spelling,
+so the accepted set of *values* is still exactly the range; the texts are canonical (no
+exponent, no `-0`). Without bounds the full RFC 8259 syntax is accepted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
+
+from ..errors import SchemaError, UnsupportedSchemaError
+from ._ecma_regex import NEVER
+
+JSON_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+\-]?[0-9]+)?"
+JSON_INTEGER = r"(?:0|-?[1-9][0-9]*)"
+_ANY_FRAC = r"(?:\.[0-9]+)?"
+
+
+def _alt(parts: list[str]) -> str | None:
+    parts = [p for p in parts if p is not None]
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+
+def _dclass(lo: int, hi: int) -> str:
+    if lo == hi:
+        return str(lo)
+    if (lo, hi) == (0, 9):
+        return "[0-9]"
+    return f"[{lo}-{hi}]" if hi > lo + 1 else f"[{lo}{hi}]"
+
+
+def _rep(n: int) -> str:
+    return "" if n == 0 else "[0-9]" if n == 1 else f"[0-9]{{{n}}}"
+
+
+def _same_len(lo: str, hi: str) -> list[str]:
+    """Alternatives for digit strings of len(lo) with lo <= s <= hi (lexicographic = numeric)."""
+    if not lo:
+        return [""]
+    if lo == hi:
+        return [lo]
+    n = len(lo)
+    a, b = int(lo[0]), int(hi[0])
+    if a == b:
+        return [lo[0] + _wrap(_same_len(lo[1:], hi[1:]))]
+    if lo[1:] == "0" * (n - 1) and hi[1:] == "9" * (n - 1):
+        return [_dclass(a, b) + _rep(n - 1)]
+    out = []
+    lo_full = lo[1:] == "0" * (n - 1)
+    hi_full = hi[1:] == "9" * (n - 1)
+    first = a if lo_full else a + 1
+    last = b if hi_full else b - 1
+    if not lo_full:
+        out.append(lo[0] + _wrap(_same_len(lo[1:], "9" * (n - 1))))
+    if first <= last:
+        out.append(_dclass(first, last) + _rep(n - 1))
+    if not hi_full:
+        out.append(hi[0] + _wrap(_same_len("0" * (n - 1), hi[1:])))
+    return out
+
+
+def _wrap(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+
+def nat_range(lo: int, hi: int | None) -> str | None:
+    """Regex for canonical decimal texts of the naturals in [lo, hi] (hi None: unbounded)."""
+    lo = max(lo, 0)
+    if hi is not None and hi < lo:
+        return None
+    parts: list[str] = []
+    if lo == 0:
+        parts.append("0")
+        lo = 1
+        if hi == 0:
+            return "0"
+    los = str(lo)
+    top_len = len(str(hi)) if hi is not None else len(los)
+    for n in range(len(los), top_len + 1):
+        a = los if n == len(los) else "1" + "0" * (n - 1)
+        b = str(hi) if hi is not None and n == top_len else "9" * n
+        parts.extend(_same_len(a, b))
+    if hi is None:
+        parts.append(f"[1-9][0-9]{{{len(los)},}}")
+    return _alt(parts)
+
+
+def _int_bound(x: float | int | None, name: str, up: bool) -> int | float | None:
+    """Integer bound from a (possibly float) bound: ceil for minimum, floor for maximum.
+
+    Returns None for "no bound" and ±inf for an unsatisfiable infinite bound."""
+    if x is None:
+        return None
+    if isinstance(x, float):
+        if math.isnan(x):
+            raise SchemaError(f"{name} is NaN")
+        if math.isinf(x):
+            return None if (x < 0) == up else x
+        return math.ceil(x) if up else math.floor(x)
+    return int(x)
+
+
+def integer_regex(
+    *,
+    minimum: int | float | None = None,
+    maximum: int | float | None = None,
+    multiple_of: int | float | None = None,
+) -> str:
+    """JSON integer texts (`0|-?[1-9][0-9]*`, no `-0`) in the inclusive range.
+
+    Float bounds are allowed (rounded inwards: ceil of minimum, floor of maximum).
+
+    `multiple_of` is exact when it is 1, when it only has prime factors 2 and 5 (divisibility is
+    then decided by the last k digits), or when the range holds at most 4096 multiples
+    (enumerated); otherwise `UnsupportedSchemaError("multipleOf")`.
+    """
+    lo_b = _int_bound(minimum, "minimum", True)
+    hi_b = _int_bound(maximum, "maximum", False)
+    _check_size(lo_b, "minimum")
+    _check_size(hi_b, "maximum")
+    if isinstance(lo_b, float) or isinstance(hi_b, float):
+        return NEVER  # minimum +inf or maximum -inf
+    lo, hi = lo_b, hi_b
+    if lo is not None and hi is not None and lo > hi:
+        return NEVER
+    m: int | None = None
+    if multiple_of is not None:
+        if isinstance(multiple_of, float) and not multiple_of.is_integer():
+            raise UnsupportedSchemaError("multipleOf", "", "non-integer multipleOf on integers")
+        if multiple_of <= 0:
+            raise SchemaError("multipleOf must be > 0")
+        m = int(multiple_of) if multiple_of != 1 else None
+    if m is None:
+        if lo is None and hi is None:
+            return JSON_INTEGER
+        return _signed(lo, hi, nat_range) or NEVER
+    k = _pow25(m)
+    if k is not None:
+        return _signed(lo, hi, lambda a, b: _nat_multiple(a, b, m, k)) or NEVER
+    if lo is not None and hi is not None and (hi // m - (lo + m - 1) // m) < 4096:
+        first = -((-lo) // m) * m
+        values = list(range(first, hi + 1, m))
+        if not values:
+            return NEVER
+        neg = sorted(str(-v) for v in values if v < 0)
+        pos = sorted(str(v) for v in values if v >= 0)
+        parts = []
+        if neg:
+            parts.append("-" + _wrap_s(_trie(neg)))
+        if pos:
+            parts.append(_trie(pos))
+        return _alt(parts) or NEVER
+    raise UnsupportedSchemaError(
+        "multipleOf", "", f"multipleOf {m} over an unbounded or large range is not expressible"
+    )
+
+
+def _wrap_s(text: str) -> str:
+    """Group `text` if it has a top-level `|` (so it can be concatenated)."""
+    return text if _is_atomic(text) else f"(?:{text})"
+
+
+def _is_atomic(text: str) -> bool:
+    depth = 0
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            return False
+        i += 1
+    return True
+
+
+def _trie(words: list[str]) -> str:
+    """Alternation of digit strings `words`, factored by prefix; siblings with equal suffix
+    languages are merged into one digit class."""
+    groups: dict[str, list[str]] = {}
+    end = False
+    for w in words:
+        if not w:
+            end = True
+        else:
+            groups.setdefault(w[0], []).append(w[1:])
+    by_rest: dict[str, list[int]] = {}
+    for c, rest in groups.items():
+        by_rest.setdefault("" if rest == [""] else _wrap_s(_trie(rest)), []).append(int(c))
+    alts = []
+    for rest_re, digits in by_rest.items():
+        digits.sort()
+        if digits == list(range(digits[0], digits[-1] + 1)):
+            cls = _dclass(digits[0], digits[-1])
+        else:
+            cls = "[" + "".join(map(str, digits)) + "]"
+        alts.append(cls + rest_re)
+    body = "|".join(alts)
+    if end:
+        return f"(?:{body})?"
+    return body
+
+
+def _pow25(m: int) -> int | None:
+    """k with m | 10**k when m = 2^a 5^b (k = max(a, b)), else None."""
+    a = b = 0
+    while m % 2 == 0:
+        m //= 2
+        a += 1
+    while m % 5 == 0:
+        m //= 5
+        b += 1
+    if m != 1:
+        return None
+    k = max(a, b)
+    return k if k <= 4 else None
+
+
+def _nat_multiple(lo: int, hi: int | None, m: int, k: int) -> str | None:
+    """Naturals in [lo, hi] divisible by m, where m | 10**k: n = q·10^k + r with m | r."""
+    lo = max(lo, 0)
+    if hi is not None and hi < lo:
+        return None
+    p = 10**k
+    residues = [r for r in range(0, p, m)]
+    parts: list[str] = []
+    # q == 0: n = r itself, written without padding
+    small = [str(r) for r in residues if lo <= r and (hi is None or r <= hi)]
+    if small:
+        parts.append(_trie(sorted(small)))
+    qlo, qhi = max(lo // p, 1), None if hi is None else hi // p
+    if qhi is not None and qhi < qlo:
+        return _alt(parts)
+
+    def padded(rlo: int, rhi: int) -> str | None:
+        words = sorted(f"{r:0{k}d}" for r in residues if rlo <= r <= rhi)
+        return _wrap_s(_trie(words)) if words else None
+
+    def add(q_re: str | None, r_re: str | None) -> None:
+        if q_re is not None and r_re is not None:
+            parts.append(_wrap_s(q_re) + r_re)
+
+    if qhi is not None and qlo == qhi:
+        add(str(qlo), padded(max(lo - qlo * p, 0), hi - qlo * p if hi is not None else p - 1))
+        return _alt(parts)
+    lo_partial = lo > qlo * p
+    add(str(qlo) if lo_partial else None, padded(lo - qlo * p, p - 1))
+    mid_lo = qlo + 1 if lo_partial else qlo
+    hi_partial = hi is not None and qhi is not None and hi < qhi * p + p - 1
+    mid_hi = None if qhi is None else (qhi - 1 if hi_partial else qhi)
+    if mid_hi is None or mid_lo <= mid_hi:
+        add(nat_range(mid_lo, mid_hi), padded(0, p - 1))
+    if hi_partial and qhi is not None and hi is not None:
+        add(str(qhi), padded(0, hi - qhi * p))
+    return _alt(parts)
+
+
+def _signed(
+    lo: int | None, hi: int | None, nat: Callable[[int, int | None], str | None]
+) -> str | None:
+    """Combine a natural-number range builder into a signed range (no `-0`)."""
+    parts = []
+    if hi is None or hi >= 0:
+        pos = nat(max(lo, 0) if lo is not None else 0, hi)
+        if pos is not None:
+            parts.append(pos)
+    if lo is None or lo < 0:
+        # |n| in [max(1, -hi), -lo]
+        neg = nat(max(1, -hi if hi is not None else 1), -lo if lo is not None else None)
+        if neg is not None:
+            parts.insert(0, "-" + _wrap_s(neg))
+    return _alt(parts)
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+_MAX_DIGITS = 400
+
+
+def _check_size(bound: Decimal | int | float | None, keyword: str) -> None:
+    """Digit-wise construction recurses per digit: refuse absurdly long bounds."""
+    if isinstance(bound, (int, Decimal)) and not isinstance(bound, bool):
+        d = Decimal(bound)
+        if d.is_finite() and d != 0 and abs(d.adjusted()) + len(d.as_tuple().digits) > _MAX_DIGITS:
+            raise UnsupportedSchemaError(keyword, "", f"bound with more than {_MAX_DIGITS} digits")
+
+
+def _to_decimal(x: float | int, name: str) -> Decimal | None:
+    if isinstance(x, bool):
+        raise SchemaError(f"{name} must be a number")
+    if isinstance(x, float):
+        if math.isnan(x):
+            raise SchemaError(f"{name} is NaN")
+        if math.isinf(x):
+            return None
+        try:
+            return Decimal(repr(x))  # the shortest spelling: what the schema author wrote
+        except InvalidOperation as exc:  # pragma: no cover
+            raise SchemaError(f"bad {name}") from exc
+    return Decimal(x)
+
+
+def _split(d: Decimal) -> tuple[int, str]:
+    """Nonnegative decimal → (integer part, fraction digits without trailing zeros)."""
+    ip = int(d)
+    frac = d - ip
+    if frac == 0:
+        return ip, ""
+    text = format(frac, "f")  # '0.xyz'
+    return ip, text.split(".")[1].rstrip("0")
+
+
+def _frac(lo: str, lo_strict: bool, hi: str | None, hi_strict: bool, nonempty: bool) -> str | None:
+    """Digit strings F (nonempty if asked) with 0.lo <(=) 0.F <(=) 0.hi (hi None: no bound)."""
+    if hi == "":
+        # value must be 0 (or < 0: impossible)
+        if hi_strict or lo_strict or lo.strip("0"):
+            return None
+        return "0+" if nonempty else "0*"
+    if lo == "" and hi is None:
+        if lo_strict:
+            return "0*[1-9][0-9]*"
+        return "[0-9]+" if nonempty else "[0-9]*"
+    l1 = int(lo[0]) if lo else 0
+    h1 = int(hi[0]) if hi is not None else 9
+    hi_rest = hi[1:] if hi is not None else None
+    parts: list[str] = []
+    if not nonempty:
+        zero_ok = not lo.strip("0") and not lo_strict
+        if zero_ok:
+            parts.append("")
+    if l1 == h1 and hi is not None:
+        sub = _frac(lo[1:], lo_strict, hi_rest, hi_strict, False)
+        if sub is not None:
+            parts.append(str(l1) + _wrap_opt(sub))
+    else:
+        sub = _frac(lo[1:], lo_strict, None, False, False)
+        if sub is not None:
+            parts.append(str(l1) + _wrap_opt(sub))
+        if l1 + 1 <= h1 - (0 if hi is None else 1):
+            parts.append(_dclass(l1 + 1, h1 - (0 if hi is None else 1)) + "[0-9]*")
+        if hi is not None:
+            sub = _frac("", False, hi_rest, hi_strict, False)
+            if sub is not None:
+                parts.append(str(h1) + _wrap_opt(sub))
+    if not parts:
+        return None
+    if parts == [""]:
+        return ""
+    if parts[0] == "":
+        rest = parts[1:]
+        return f"(?:{'|'.join(rest)})?"
+    return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+
+def _wrap_opt(text: str) -> str:
+    return text if _is_atomic(text) else f"(?:{text})"
+
+
+def _frac_part(lo: str, lo_strict: bool, hi: str | None, hi_strict: bool) -> str | None:
+    """`(\\.F)?` part: ε when the fraction 0 satisfies, `\\.F` for nonempty F that do."""
+    zero_ok = (not lo and not lo_strict) and (hi is None or hi != "" or not hi_strict)
+    f = _frac(lo, lo_strict, hi, hi_strict, True)
+    if f is None:
+        return "" if zero_ok else None
+    return f"(?:\\.{f})?" if zero_ok else f"\\.{f}"
+
+
+def _nonneg(a: Decimal, sa: bool, b: Decimal | None, sb: bool) -> str | None:
+    """Unsigned texts with value in (a|[a) .. (b|b]) ; 0 <= a."""
+    ai, fa = _split(a)
+    parts: list[str] = []
+
+    def add(int_re: str | None, frac_re: str | None) -> None:
+        if int_re is not None and frac_re is not None:
+            parts.append(_wrap_s(int_re) + frac_re)
+
+    if b is None:
+        add(str(ai), _frac_part(fa, sa, None, False))
+        add(nat_range(ai + 1, None), _ANY_FRAC)
+        return _alt(parts)
+    bi, fb = _split(b)
+    if ai == bi:
+        add(str(ai), _frac_part(fa, sa, fb, sb))
+        return _alt(parts)
+    add(str(ai), _frac_part(fa, sa, None, False))
+    if ai + 1 <= bi - 1:
+        add(nat_range(ai + 1, bi - 1), _ANY_FRAC)
+    add(str(bi), _frac_part("", False, fb, sb))
+    return _alt(parts)
+
+
+def number_regex(
+    *,
+    minimum: float | int | None = None,
+    maximum: float | int | None = None,
+    exclusive_minimum: bool = False,
+    exclusive_maximum: bool = False,
+) -> str:
+    """JSON number texts whose value lies within the bounds (see module doc for exponents)."""
+    lo = _to_decimal(minimum, "minimum") if minimum is not None else None
+    hi = _to_decimal(maximum, "maximum") if maximum is not None else None
+    _check_size(lo, "minimum")
+    _check_size(hi, "maximum")
+    if minimum is not None and lo is None and minimum > 0:  # +inf minimum
+        return NEVER
+    if maximum is not None and hi is None and maximum < 0:  # -inf maximum
+        return NEVER
+    if lo is None and hi is None:
+        return JSON_NUMBER
+    if (
+        lo is not None
+        and hi is not None
+        and (lo > hi or (lo == hi and (exclusive_minimum or exclusive_maximum)))
+    ):
+        return NEVER
+    parts: list[str] = []
+    # nonnegative values
+    if hi is None or hi > 0 or (hi == 0 and not exclusive_maximum):
+        if lo is None or lo < 0:
+            pos = _nonneg(Decimal(0), False, hi, exclusive_maximum)
+        else:
+            pos = _nonneg(lo, exclusive_minimum, hi, exclusive_maximum)
+        if pos is not None:
+            parts.append(pos)
+    # negative values: |x| in (max(0, -hi) .. -lo), |x| > 0 strictly
+    if lo is None or lo < 0:
+        if hi is None or hi >= 0:
+            a, sa = Decimal(0), True
+        else:
+            a, sa = -hi, exclusive_maximum
+        b, sb = (None, False) if lo is None else (-lo, exclusive_minimum)
+        neg = _nonneg(a, sa, b, sb)
+        if neg is not None:
+            parts.insert(0, "-" + _wrap_s(neg))
+    return _alt(parts) or NEVER
