@@ -1,0 +1,397 @@
+"""Python functions and Pydantic models as tools a language model can call.
+
+`@tool` reflects a function's signature, type hints and docstring into a Pydantic arguments
+model and its JSON Schema. The schema drives the grammar that constrains generation, and the
+model validates what was generated, so a tool's arguments always parse and validate. All
+checks happen when the tool is defined: a parameter that cannot be described as JSON Schema is
+an error there, never a surprise mid-conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import functools
+import inspect
+import re
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar, cast, overload
+
+from pydantic import BaseModel
+
+from sdk._docstrings import parse_docstring
+from sdk._reflect import (
+    Binding,
+    definition_error,
+    display_name,
+    is_async_callable,
+    reflect,
+    schema_parameter,
+)
+from sdk.errors import SDKError
+
+__all__ = [
+    "ModelRetry",
+    "RunContext",
+    "Tool",
+    "ToolDefinitionError",
+    "as_tool",
+    "tool",
+    "tools_by_name",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+DepsT = TypeVar("DepsT")
+
+TOOL_NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+"""Tool names as the OpenAI-style function-calling format allows them (matched in full)."""
+
+
+class ToolDefinitionError(SDKError, TypeError):
+    """A function or model cannot become a tool; raised when the tool is defined.
+
+    `function` and `parameter` name the culprit (the message names them too).
+    """
+
+    def __init__(
+        self, message: str, *, function: str | None = None, parameter: str | None = None
+    ) -> None:
+        self.function = function
+        self.parameter = parameter
+        super().__init__(message)
+
+
+class ModelRetry(Exception):
+    """Raised by a tool to send `message` back to the model and ask it to call again.
+
+    For failures the model can fix (an unknown city, a date in the past) where a plain
+    exception would end the run.
+    """
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)
+
+
+@dataclass
+class RunContext(Generic[DepsT]):
+    """Run state for tools whose first parameter is annotated `RunContext[...]`.
+
+    That parameter is not part of the schema: the runner passes it, the model never sees it.
+    """
+
+    deps: DepsT
+    tool_name: str = ""
+    retry: int = 0
+
+
+def _check_name(name: Any, function: str) -> str:
+    if not isinstance(name, str) or not TOOL_NAME_RE.fullmatch(name):
+        raise definition_error(
+            function,
+            None,
+            f"invalid tool name {name!r}: names must match ^[a-zA-Z0-9_-]{{1,64}}$ "
+            "(pass name=... to choose one)",
+        )
+    return name
+
+
+def _check_strict(schema: dict[str, Any], function: str, bindings: tuple[Binding, ...]) -> None:
+    """Compile-check the schema now, so `strict=True` fails at definition, not at first use."""
+    from sdk.errors import SchemaError
+    from sdk.schema import normalize
+
+    try:
+        normalize(schema, strict=True)
+    except SchemaError as exc:
+        parameter = schema_parameter(getattr(exc, "pointer", ""), bindings)
+        raise definition_error(function, parameter, f"strict=True, but {exc}") from exc
+
+
+def _caller_locals() -> dict[str, Any] | None:
+    """The locals of our caller's caller: they resolve string annotations naming classes local
+    to a function (as `from __future__ import annotations` produces); None at module level."""
+    frame = sys._getframe(2)
+    return None if frame.f_locals is frame.f_globals else dict(frame.f_locals)
+
+
+@dataclass(frozen=True, eq=False)
+class Tool:
+    """A callable the model can invoke: its name, description, arguments model and schema.
+
+    Build with `@tool`, `Tool.from_function` or `Tool.from_model`. `strict` asks the grammar to
+    enforce every schema keyword (checked at definition); otherwise keywords the grammar can
+    only approximate are left to Pydantic validation after parsing.
+    """
+
+    name: str
+    description: str
+    args_model: type[BaseModel]
+    json_schema: dict[str, Any]
+    function: Callable[..., Any]
+    is_async: bool = False
+    takes_context: bool = False
+    strict: bool = False
+    # None for model tools, whose call returns the validated arguments themselves.
+    _bindings: tuple[Binding, ...] | None = field(default=None, repr=False)
+    _context: Binding | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_function(
+        cls,
+        fn: Callable[..., Any],
+        name: str | None = None,
+        description: str | None = None,
+        *,
+        strict: bool = False,
+    ) -> Tool:
+        """Reflect a function, bound method, partial or callable object (undecorated).
+
+        `self`/`cls` of bound methods are skipped (they are already bound). Pydantic model
+        classes are routed to `from_model`. Raises `ToolDefinitionError`.
+        """
+        return cls._build(fn, name, description, strict, _caller_locals())
+
+    @classmethod
+    def _build(
+        cls,
+        fn: Any,
+        name: str | None,
+        description: str | None,
+        strict: bool,
+        localns: dict[str, Any] | None,
+    ) -> Tool:
+        if isinstance(fn, type) and issubclass(fn, BaseModel):
+            return cls.from_model(fn, name, description, strict=strict)
+        if not callable(fn):
+            raise ToolDefinitionError(
+                f"{fn!r}: not callable; a tool is a function or a Pydantic model",
+                function=repr(fn),
+            )
+        fname = display_name(fn)
+        if name is None:
+            target = fn.func if isinstance(fn, functools.partial) else fn
+            name = getattr(target, "__name__", None) or type(fn).__name__
+        tool_name = _check_name(name, fname)
+        ref = reflect(fn, tool_name=tool_name, localns=localns, context_type=RunContext)
+        if strict:
+            _check_strict(ref.json_schema, fname, ref.bindings)
+        return cls(
+            name=tool_name,
+            description=description if description is not None else ref.docstring.description or "",
+            args_model=ref.args_model,
+            json_schema=ref.json_schema,
+            function=fn,
+            is_async=is_async_callable(fn),
+            takes_context=ref.takes_context,
+            strict=strict,
+            _bindings=ref.bindings,
+            _context=ref.context,
+        )
+
+    @classmethod
+    def from_model(
+        cls,
+        model: type[BaseModel],
+        name: str | None = None,
+        description: str | None = None,
+        *,
+        strict: bool = False,
+    ) -> Tool:
+        """A Pydantic model as a tool: the schema is the model's; calling returns the instance.
+
+        For structured output ("answer in this shape") through the same machinery as tools.
+        """
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            raise ToolDefinitionError(
+                f"{model!r}: not a Pydantic model class", function=repr(model)
+            )
+        fname = model.__qualname__
+        tool_name = _check_name(model.__name__ if name is None else name, fname)
+        try:
+            schema = model.model_json_schema()
+        except Exception as exc:
+            raise definition_error(
+                fname, None, f"Pydantic cannot build its JSON Schema ({type(exc).__name__}: {exc})"
+            ) from exc
+        schema["title"] = tool_name
+        if strict:
+            _check_strict(schema, fname, ())
+        if description is None:
+            description = parse_docstring(model.__doc__).description or ""
+        return cls(
+            name=tool_name,
+            description=description,
+            args_model=model,
+            json_schema=schema,
+            function=model,
+            strict=strict,
+        )
+
+    def validate_args(self, data: BaseModel | dict[str, Any] | str | bytes) -> BaseModel:
+        """Validate generated arguments (a JSON text or a decoded dict; an instance passes).
+
+        Raises `pydantic.ValidationError`, whose message is fit to show the model on retry.
+        """
+        if isinstance(data, str | bytes | bytearray):
+            return self.args_model.model_validate_json(data)
+        if isinstance(data, self.args_model):
+            return data
+        return self.args_model.model_validate(data)
+
+    def _arguments(
+        self, args: BaseModel | dict[str, Any] | str, ctx: RunContext[Any] | None
+    ) -> tuple[list[Any], dict[str, Any]]:
+        model = self.validate_args(args) if not isinstance(args, self.args_model) else args
+        positional: list[Any] = []
+        keywords: dict[str, Any] = {}
+        if self._context is not None:
+            if ctx is None:
+                raise TypeError(f"tool {self.name!r} takes a RunContext; pass ctx=")
+            if self._context.positional_only:
+                positional.append(ctx)
+            else:
+                keywords[self._context.parameter] = ctx
+        for binding in self._bindings or ():
+            value = getattr(model, binding.field)
+            if binding.positional_only:
+                positional.append(value)
+            else:
+                keywords[binding.parameter] = value
+        return positional, keywords
+
+    def call(
+        self, args: BaseModel | dict[str, Any] | str, ctx: RunContext[Any] | None = None
+    ) -> Any:
+        """Call the function with validated arguments (dicts and JSON text are validated first).
+
+        Raises `TypeError` for async tools: blocking on an event loop from here would deadlock
+        callers that are already inside one; use `acall`.
+        """
+        if self._bindings is None:
+            return self.validate_args(args)
+        if self.is_async:
+            raise TypeError(f"tool {self.name!r} is async; use `await tool.acall(args)`")
+        positional, keywords = self._arguments(args, ctx)
+        return self.function(*positional, **keywords)
+
+    async def acall(
+        self, args: BaseModel | dict[str, Any] | str, ctx: RunContext[Any] | None = None
+    ) -> Any:
+        """Call from async code: awaits async functions, runs sync ones in a worker thread.
+
+        The thread keeps a slow sync tool from stalling the event loop (and token generation).
+        """
+        if self._bindings is None:
+            return self.validate_args(args)
+        positional, keywords = self._arguments(args, ctx)
+        if self.is_async:
+            result = await self.function(*positional, **keywords)
+        else:
+            result = await asyncio.to_thread(self.function, *positional, **keywords)
+        if inspect.isawaitable(result):  # a sync wrapper around a coroutine function
+            result = await result
+        return result
+
+    def to_openai(self) -> dict[str, Any]:
+        """The OpenAI function-calling declaration (a copy: callers may mutate it)."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": copy.deepcopy(self.json_schema),
+            },
+        }
+
+
+def _decorate(
+    fn: Any,
+    name: str | None,
+    description: str | None,
+    strict: bool,
+    localns: dict[str, Any] | None,
+) -> Any:
+    if isinstance(fn, type) and issubclass(fn, BaseModel):
+        fn.__sdk_tool__ = Tool.from_model(fn, name, description, strict=strict)  # type: ignore[attr-defined]
+        return fn
+    built = Tool._build(fn, name, description, strict, localns)
+    # A wrapper rather than an attribute on `fn`: the same function may back several tools.
+    wrapper: Any
+    if built.is_async:
+
+        @functools.wraps(fn)
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return await fn(*args, **kwargs)
+
+    else:
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return fn(*args, **kwargs)
+
+    wrapper.__sdk_tool__ = built
+    return wrapper
+
+
+@overload
+def tool(fn: F, /) -> F: ...
+
+
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None, strict: bool = False
+) -> Callable[[F], F]: ...
+
+
+def tool(
+    fn: Any = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    strict: bool = False,
+) -> Any:
+    """Make a function (or Pydantic model) a tool, bare (`@tool`) or with options.
+
+    The result calls the function unchanged and carries the `Tool` as `__sdk_tool__`.
+    `name` defaults to the function's name, `description` to its docstring's text; parameter
+    descriptions come from the docstring (Google, NumPy or Sphinx) unless `Field` sets one.
+    Raises `ToolDefinitionError` at decoration time.
+    """
+    localns = _caller_locals()
+
+    def decorate(f: F) -> F:
+        return cast(F, _decorate(f, name, description, strict, localns))
+
+    return decorate if fn is None else decorate(fn)
+
+
+def as_tool(obj: Any) -> Tool:
+    """Coerce a `Tool`, a decorated function, a Pydantic model class or a callable to a `Tool`."""
+    if isinstance(obj, Tool):
+        return obj
+    # Look in the class's own namespace: subclasses of a decorated model are different tools.
+    attached = vars(obj).get("__sdk_tool__") if isinstance(obj, type) else None
+    if attached is None and not isinstance(obj, type):
+        attached = getattr(obj, "__sdk_tool__", None)
+    if isinstance(attached, Tool):
+        return attached
+    return Tool._build(obj, None, None, False, None)
+
+
+def tools_by_name(tools: Iterable[Tool | Callable[..., Any] | type[BaseModel]]) -> dict[str, Tool]:
+    """Index tools by name; raises `ToolDefinitionError` on duplicates (the model picks by name)."""
+    out: dict[str, Tool] = {}
+    for item in tools:
+        built = as_tool(item)
+        if built.name in out:
+            raise ToolDefinitionError(
+                f"duplicate tool name {built.name!r}: {display_name(out[built.name].function)} "
+                f"and {display_name(built.function)}",
+                function=display_name(built.function),
+            )
+        out[built.name] = built
+    return out

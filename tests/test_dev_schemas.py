@@ -1,0 +1,95 @@
+"""Property tests over real-world schemas (MaskBench dev split) with the real SmolLM2 tokenizer.
+
+Random walks pick any allowed token (random logits under the mask); every completed output must
+be JSON, and must validate against the schema (jsonschema) whenever the compiler reports every
+keyword as grammar-enforced. EOS must never be allowed before the output is complete.
+The default run samples a few dozen schemas; `-m slow` walks a few hundred.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sdk.engine import CompiledGrammar, Matcher
+from sdk.errors import SDKError
+
+DEV = Path(__file__).resolve().parents[1].parent / "shared" / "maskbench-dev"
+FILES = sorted(DEV.glob("*.json")) if DEV.is_dir() else []
+FAST = FILES[::150]
+SLOW = FILES[::7]
+MAX_STEPS = 400
+CLOSERS = set(b'"]},0123456789el')
+
+
+def _grammar(path: Path) -> CompiledGrammar | None:
+    schema = json.loads(path.read_text())["schema"]
+    try:
+        return CompiledGrammar.from_schema(schema)
+    except SDKError:
+        return None
+
+
+def walk(grammar: CompiledGrammar, index: Any, rng: random.Random) -> bytes | None:
+    """A random walk biased towards closing tokens, so that most walks finish."""
+    m = Matcher(grammar, index)
+    eos = set(index.eos_ids)
+    tb = index.token_bytes
+    out = bytearray()
+    for _ in range(MAX_STEPS):
+        allowed = np.nonzero(m.mask())[0].tolist()
+        assert allowed
+        ends = [t for t in allowed if t in eos]
+        if ends:
+            assert m.is_accepting(), f"EOS allowed before completion after {bytes(out)!r}"
+            if rng.random() < 0.7:
+                return bytes(out)
+        normal = [t for t in allowed if t not in eos]
+        if not normal:
+            return bytes(out)
+        closing = [t for t in normal if len(tb[t]) == 1 and tb[t][0] in CLOSERS]
+        pool = closing if closing and rng.random() < 0.6 else normal
+        tid = rng.choice(pool)
+        m.advance(tid)
+        out += tb[tid]
+    return None
+
+
+def check_schema(path: Path, index: Any, seed: int) -> int:
+    grammar = _grammar(path)
+    if grammar is None:
+        return 0
+    schema = json.loads(path.read_text())["schema"]
+    rng = random.Random(seed)
+    done = 0
+    for _ in range(2):
+        out = walk(grammar, index, rng)
+        if out is None:
+            continue
+        value = json.loads(out.decode("utf-8"))
+        if not grammar.validated:
+            jsonschema.validate(value, schema, format_checker=jsonschema.FormatChecker())
+        done += 1
+    return done
+
+
+@pytest.mark.skipif(not FILES, reason="../shared/maskbench-dev not present")
+@given(seed=st.integers(0, 2**16))
+@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
+def test_random_walks_on_dev_schemas(smollm2_index: Any, seed: int) -> None:
+    assert sum(check_schema(p, smollm2_index, seed) for p in FAST) > 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not FILES, reason="../shared/maskbench-dev not present")
+@pytest.mark.parametrize("path", SLOW, ids=[p.stem for p in SLOW])
+def test_random_walks_many_schemas(smollm2_index: Any, path: Path) -> None:
+    check_schema(path, smollm2_index, seed=hash(path.stem) & 0xFFFF)
