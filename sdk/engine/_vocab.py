@@ -30,6 +30,7 @@ class Vocab:
     eos_ids: tuple[int, ...]
     packed_len: int
     by_first_byte: tuple[np.ndarray, ...]  # matrix rows (ascending) whose first byte is b
+    row_lengths: np.ndarray  # int64 [N]: byte length of each matrix row
 
 
 _vocabs: weakref.WeakKeyDictionary[Any, Vocab] = weakref.WeakKeyDictionary()
@@ -62,7 +63,7 @@ def _build(index: Any) -> Vocab:
     eos = tuple(sorted(int(e) for e in getattr(index, "eos_ids", ())))
     first = matrix[:, 0] if max_len else np.zeros(0, dtype=np.uint8)
     by_first = tuple(np.nonzero(first == b)[0].astype(np.int64) for b in range(256))
-    return Vocab(size, tb, order, matrix, longer, eos, (size + 7) // 8, by_first)
+    return Vocab(size, tb, order, matrix, longer, eos, (size + 7) // 8, by_first, sorted_lens)
 
 
 Event = tuple[int, np.ndarray, int]  # (column, matrix rows, unique key of this row set)
@@ -142,6 +143,9 @@ def walk(
             picked = [vocab.by_first_byte[b] for b in np.nonzero(allowed_first)[0]]
             rows = np.sort(np.concatenate(picked)) if picked else np.zeros(0, dtype=np.int64)
         else:
+            groups = _groups(vocab, dfa)
+            if groups is not None:
+                return _walk_grouped(vocab, dfa, state, groups)
             rows = np.arange(len(vocab.ids), dtype=np.int64)
     elif len(rows) > 64:
         rows = rows[allowed_first[matrix[rows, col]]]
@@ -212,3 +216,70 @@ def _walk_small(
         (c, np.asarray(r, dtype=np.int64), next(_row_keys)) for c, r in sorted(by_col.items())
     )
     return np.asarray(accepted, dtype=np.int64), events
+
+
+@dataclass(frozen=True, eq=False)
+class _Groups:
+    """Tokens the DFA cannot tell apart: same length, same byte class at every position."""
+
+    reps: np.ndarray  # one matrix row per group, ascending
+    group_of_row: np.ndarray  # group index of every matrix row
+
+
+_group_cache: weakref.WeakKeyDictionary[Vocab, dict[Any, _Groups | None]] = (
+    weakref.WeakKeyDictionary()
+)
+MAX_GROUPED_STATES = 4096
+
+
+def _groups(vocab: Vocab, dfa: au.Dfa) -> _Groups | None:
+    """Group the vocabulary by the DFA's byte classes: a string-body state then walks a few
+    hundred representatives instead of every token. Cached per byte partition, which many
+    DFAs share (every JSON string DFA splits bytes the same way)."""
+    cache = _group_cache.get(vocab)
+    if cache is None:
+        cache = _group_cache.setdefault(vocab, {})
+    if dfa.serial in cache:
+        return cache[dfa.serial]
+    got: _Groups | None = None
+    if dfa.n_states <= MAX_GROUPED_STATES and len(vocab.ids):
+        _, byte_class = np.unique(dfa.trans.T, axis=0, return_inverse=True)
+        byte_class = byte_class.reshape(-1).astype(np.uint8)
+        partition = byte_class.tobytes()
+        if partition in cache:
+            got = cache[partition]
+        else:
+            got = _group_rows(vocab, byte_class)
+            cache[partition] = got
+    if len(cache) > 4096:
+        cache.clear()
+    cache[dfa.serial] = got
+    return got
+
+
+def _group_rows(vocab: Vocab, byte_class: np.ndarray) -> _Groups:
+    n, width = vocab.matrix.shape
+    keys = np.empty((n, width + 2), dtype=np.uint8)
+    keys[:, 0] = vocab.row_lengths >> 8
+    keys[:, 1] = vocab.row_lengths & 0xFF
+    keys[:, 2:] = byte_class[vocab.matrix]
+    void = np.ascontiguousarray(keys).view(np.dtype((np.void, width + 2))).reshape(-1)
+    _, first, inverse = np.unique(void, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    remap = np.empty(len(first), dtype=np.int64)
+    remap[order] = np.arange(len(first))
+    return _Groups(first[order].astype(np.int64), remap[inverse.reshape(-1)])
+
+
+def _walk_grouped(vocab: Vocab, dfa: au.Dfa, state: int, groups: _Groups) -> tuple[np.ndarray, Events]:
+    accepted, events = walk(vocab, dfa, state, groups.reps, 0)
+    hit = np.zeros(len(groups.reps), dtype=bool)
+    rep_index = np.searchsorted(groups.reps, accepted)
+    hit[rep_index] = True
+    rows = np.nonzero(hit[groups.group_of_row])[0]
+    out: list[Event] = []
+    for c, ev_rows, _ in events:
+        hit[:] = False
+        hit[np.searchsorted(groups.reps, ev_rows)] = True
+        out.append((c, np.nonzero(hit[groups.group_of_row])[0], next(_row_keys)))
+    return rows, tuple(out)

@@ -293,39 +293,29 @@ class TokenizerIndex:
         """
         extra = frozenset(int(i) for i in extra_eos_ids)
         with _LOCK:
-            per_tok = _BY_OBJECT.get(tokenizer)
-            if (
-                per_tok is not None
-                and per_tok[0] == _cheap_state(tokenizer)
-                and extra in per_tok[1]
-            ):
-                return per_tok[1][extra]
+            hit = _object_cache_get(tokenizer, extra)
+        if hit is not None:
+            return hit
 
         src = _HFSource(tokenizer)
-        fp = src.fingerprint
         eos = src.eos_ids() | extra
-        key = (fp, eos)
+        # The file holds what depends on the vocabulary only; the index fingerprint also covers
+        # the EOS set, so two indexes with the same fingerprint are interchangeable.
+        fp = _index_fingerprint(src.fingerprint, eos)
         with _LOCK:
-            index = _BY_FINGERPRINT.get(key)
+            index = _BY_FINGERPRINT.get(fp)
         if index is None:
             directory = Path(cache_dir) if cache_dir is not None else _index_dir()
-            path = directory / f"{fp}.npz"
-            index = _load_npz(path, fp, eos) if use_disk_cache else None
+            path = directory / f"{src.fingerprint}.npz"
+            index = _load_npz(path, src.fingerprint, eos, fp) if use_disk_cache else None
             if index is None:
-                index = src.build(eos)
+                index = src.build(eos, fp)
                 if use_disk_cache:
-                    _save_npz(path, index)
+                    _save_npz(path, index, src.fingerprint)
             with _LOCK:
-                index = _BY_FINGERPRINT.setdefault(key, index)
+                index = _BY_FINGERPRINT.setdefault(fp, index)
         with _LOCK:
-            try:
-                entry = _BY_OBJECT.setdefault(tokenizer, (_cheap_state(tokenizer), {}))
-                if entry[0] != _cheap_state(tokenizer):
-                    entry = (_cheap_state(tokenizer), {})
-                    _BY_OBJECT[tokenizer] = entry
-                entry[1][extra] = index
-            except TypeError:  # not weak-referenceable: fingerprint cache still applies
-                pass
+            _object_cache_put(tokenizer, extra, index)
         return index
 
     # ------------------------------------------------------------------ queries
@@ -375,10 +365,37 @@ class TokenizerIndex:
 # ---------------------------------------------------------------------------------------------
 
 _LOCK = threading.RLock()
-_BY_FINGERPRINT: dict[tuple[str, frozenset[int]], TokenizerIndex] = {}
+_BY_FINGERPRINT: dict[str, TokenizerIndex] = {}
 _BY_OBJECT: weakref.WeakKeyDictionary[Any, tuple[Any, dict[frozenset[int], TokenizerIndex]]] = (
     weakref.WeakKeyDictionary()
 )
+
+
+def _index_fingerprint(vocab_fingerprint: str, eos: frozenset[int]) -> str:
+    raw = f"{vocab_fingerprint}:{sorted(eos)}".encode()
+    return hashlib.sha256(raw).hexdigest()[:32]
+
+
+def _object_cache_get(tokenizer: Any, extra: frozenset[int]) -> TokenizerIndex | None:
+    try:
+        entry = _BY_OBJECT.get(tokenizer)
+    except TypeError:  # not weak-referenceable
+        return None
+    if entry is None or entry[0] != _cheap_state(tokenizer):
+        return None
+    return entry[1].get(extra)
+
+
+def _object_cache_put(tokenizer: Any, extra: frozenset[int], index: TokenizerIndex) -> None:
+    state = _cheap_state(tokenizer)
+    try:
+        entry = _BY_OBJECT.get(tokenizer)
+        if entry is None or entry[0] != state:
+            entry = (state, {})
+            _BY_OBJECT[tokenizer] = entry
+    except TypeError:  # not weak-referenceable: the fingerprint cache still applies
+        return
+    entry[1][extra] = index
 
 
 def clear_memory_cache() -> None:
@@ -461,7 +478,7 @@ class _HFSource:
                 ids.add(i)
         return frozenset(i for i in ids if 0 <= i < n)
 
-    def build(self, eos: frozenset[int]) -> TokenizerIndex:
+    def build(self, eos: frozenset[int], fingerprint: str) -> TokenizerIndex:
         decode = _compose(_decoder_steps(self.decoder_cfg))
         special = self.special_ids
         out: list[bytes] = []
@@ -478,7 +495,7 @@ class _HFSource:
             else:
                 append(decode(s))
         return TokenizerIndex.from_token_bytes(
-            out, eos_ids=eos, special_ids=special, fingerprint=self.fingerprint
+            out, eos_ids=eos, special_ids=special, fingerprint=fingerprint
         )
 
 
@@ -513,7 +530,7 @@ def _generation_config_eos(tokenizer: Any) -> list[int]:
 # ---------------------------------------------------------------------------------------------
 
 
-def _save_npz(path: Path, index: TokenizerIndex) -> None:
+def _save_npz(path: Path, index: TokenizerIndex, vocab_fingerprint: str) -> None:
     """Atomic write (tmp + rename): concurrent processes may build the same index.
 
     Stores the derived matrices too (reading 2 x 12 MB beats recomputing them) and the token
@@ -527,7 +544,7 @@ def _save_npz(path: Path, index: TokenizerIndex) -> None:
                 np.savez(
                     fh,
                     version=np.array([_FORMAT_VERSION], dtype=np.int64),
-                    fingerprint=np.frombuffer(index.fingerprint.encode(), dtype=np.uint8),
+                    fingerprint=np.frombuffer(vocab_fingerprint.encode(), dtype=np.uint8),
                     python=np.frombuffer(_MARSHAL_TAG, dtype=np.uint8),
                     token_bytes=np.frombuffer(marshal.dumps(index.token_bytes), dtype=np.uint8),
                     special_ids=np.array(sorted(index.special_ids), dtype=np.int64),
@@ -548,13 +565,15 @@ def _save_npz(path: Path, index: TokenizerIndex) -> None:
 _MARSHAL_TAG = f"{sys.implementation.name}-{marshal.version}".encode()
 
 
-def _load_npz(path: Path, fingerprint: str, eos: frozenset[int]) -> TokenizerIndex | None:
+def _load_npz(
+    path: Path, vocab_fingerprint: str, eos: frozenset[int], fingerprint: str
+) -> TokenizerIndex | None:
     """The cached index, or None when absent, stale, corrupt or from another Python."""
     try:
         with np.load(path, allow_pickle=False) as z:
             if int(z["version"][0]) != _FORMAT_VERSION:
                 return None
-            if z["fingerprint"].tobytes().decode() != fingerprint:
+            if z["fingerprint"].tobytes().decode() != vocab_fingerprint:
                 return None
             if z["python"].tobytes() != _MARSHAL_TAG:
                 return None
