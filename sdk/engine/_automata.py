@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 from array import array
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -170,6 +169,10 @@ class Nfa:
         return s, cur
 
     def build_repeat(self, node: rx.Repeat) -> tuple[int, int]:
+        if node.max is not None and node.max > 4:
+            counted = _counted_repeat(node)
+            if counted is not None:
+                return self.embed(counted)
         s = cur = self.state()
         for _ in range(node.min):
             a, b = self.build(node.item)
@@ -193,25 +196,67 @@ class Nfa:
 
     def embed(self, dfa: Dfa) -> tuple[int, int]:
         base = len(self.eps)
-        ids = [self.state() for _ in range(dfa.n_states)]
+        for _ in range(dfa.n_states):
+            self.state()
         end = self.state()
-        for d in range(1, dfa.n_states):
-            row = dfa.trans[d]
-            for lo, hi, tgt in _row_ranges(row):
-                self.edges[ids[d]].append((lo, hi, base + tgt))
-            if dfa.accepting[d]:
-                self.eps[ids[d]].append(end)
-        return ids[1], end
+        states, los, his, targets = _segments(dfa.trans)
+        edges = self.edges
+        for q, lo, hi, tgt in zip(
+            states.tolist(), los.tolist(), his.tolist(), targets.tolist(), strict=True
+        ):
+            edges[base + q].append((lo, hi, base + tgt))
+        for q in np.nonzero(dfa.accepting)[0].tolist():
+            self.eps[base + q].append(end)
+        return base + 1, end
 
 
-def _row_ranges(row: np.ndarray) -> Iterable[tuple[int, int, int]]:
-    start = 0
-    for b in range(1, 257):
-        if b == 256 or row[b] != row[start]:
-            tgt = int(row[start])
-            if tgt != 0:
-                yield start, b - 1, tgt
-            start = b
+def _counted_repeat(node: rx.Repeat) -> Dfa | None:
+    """`X{lo,hi}` built directly as (count × X-state) when X is prefix-free (a character, an
+    escape): linear in hi, where Thompson copies + subset construction are quadratic-ish."""
+    assert node.max is not None
+    lo, hi = node.min, node.max
+    x = compile_node(node.item)
+    acc = x.accepting
+    if x.nullable or x.n_states > 256 or x.trans[acc].any():
+        return None
+    inner = [q for q in range(1, x.n_states) if not acc[q]]
+    width = len(inner)
+    pos = np.zeros(x.n_states, dtype=np.int64)
+    step = np.zeros(x.n_states, dtype=np.int64)
+    for i, q in enumerate(inner):
+        pos[q] = i
+    for q in range(1, x.n_states):
+        if acc[q]:
+            pos[q] = 0  # an item is complete: back to X's start, one count up
+            step[q] = 1
+    sub = x.trans[inner]
+    live = sub != 0
+    if (hi + 1) * width + 1 > MAX_DFA_STATES:
+        raise TooComplexError(f"automaton exceeds {MAX_DFA_STATES} DFA states")
+    trans = np.zeros(((hi + 1) * width + 1, 256), dtype=np.int32)
+    accepting = np.zeros(len(trans), dtype=bool)
+    for k in range(hi + 1):
+        newk = k + step[sub]
+        ok = live & (newk <= hi)
+        trans[1 + k * width : 1 + (k + 1) * width] = np.where(ok, 1 + newk * width + pos[sub], 0)
+        accepting[1 + k * width] = lo <= k
+    return _trim(trans, accepting)
+
+
+def _segments(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Runs of equal targets in every row: (state, first byte, last byte, target), dead dropped."""
+    n = trans.shape[0]
+    starts = np.ones((n, 256), dtype=bool)
+    starts[:, 1:] = trans[:, 1:] != trans[:, :-1]
+    rows, cols = np.nonzero(starts)
+    ends = np.empty_like(cols)
+    ends[:-1] = cols[1:] - 1
+    last_in_row = np.ones(len(rows), dtype=bool)
+    last_in_row[:-1] = rows[1:] != rows[:-1]
+    ends[last_in_row] = 255
+    targets = trans[rows, cols]
+    keep = (targets != 0) & (rows != 0)
+    return rows[keep], cols[keep], ends[keep], targets[keep]
 
 
 _seq_cache: dict[rx.Ranges, list[list[tuple[int, int]]]] = {}
@@ -302,78 +347,97 @@ def determinize(nfa: Nfa, start: int, end: int) -> Dfa:
     return _trim(np.ascontiguousarray(trans), np.asarray(acc, dtype=bool))
 
 
-def _trim(trans: np.ndarray, acc: np.ndarray) -> Dfa:
-    """Drop states that cannot reach acceptance (and unreachable ones); renumber from 1."""
+def _edges(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct (source, target) pairs of a transition table, dead state excluded."""
     n = trans.shape[0]
-    # co-reachability by reverse BFS
-    live = acc.copy()
+    codes = np.unique(np.arange(n, dtype=np.int64)[:, None] * n + trans)
+    src, dst = np.divmod(codes, n)
+    keep = (dst != 0) & (src != 0)
+    return src[keep], dst[keep]
+
+
+def _bfs(start: np.ndarray, src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
+    """States reachable from `start` (bool mask) following src → dst edges (CSR, plain BFS)."""
+    order = np.argsort(src, kind="stable")
+    bounds = np.searchsorted(src[order], np.arange(n + 1)).tolist()
+    targets = dst[order].tolist()
+    seen = start.tolist()
+    todo = [q for q in range(n) if seen[q]]
+    while todo:
+        q = todo.pop()
+        for t in targets[bounds[q] : bounds[q + 1]]:
+            if not seen[t]:
+                seen[t] = True
+                todo.append(t)
+    return np.asarray(seen, dtype=bool)
+
+
+def _trim(trans: np.ndarray, acc: np.ndarray) -> Dfa:
+    """Drop states that cannot reach acceptance or cannot be reached; renumber from 1."""
+    n = trans.shape[0]
+    acc = acc.copy()
+    acc[0] = False
+    if n < 2:
+        return Dfa(np.zeros((2, 256), dtype=np.int32), np.zeros(2, dtype=bool))
+    src, dst = _edges(trans)
+    live = _bfs(acc, dst, src, n)  # co-reachable: reverse edges from accepting states
     live[0] = False
-    while True:
-        nxt = live | (live[trans].any(axis=1))
-        nxt[0] = False
-        if (nxt == live).all():
-            break
-        live = nxt
-    if n < 2 or not live[1]:  # empty language
-        t = np.zeros((2, 256), dtype=np.int32)
-        return Dfa(t, np.zeros(2, dtype=bool))
+    if not live[1]:  # empty language
+        return Dfa(np.zeros((2, 256), dtype=np.int32), np.zeros(2, dtype=bool))
     t = np.where(live[trans], trans, 0)
-    # forward reachability from the start, BFS order gives a canonical numbering
+    keep_edge = live[src] & live[dst]
+    start = np.zeros(n, dtype=bool)
+    start[1] = True
+    reach = _bfs(start, src[keep_edge], dst[keep_edge], n) & live
+    if reach.all() or (reach[1:].all()):
+        return Dfa(np.ascontiguousarray(t.astype(np.int32)), acc)
+    idx = np.concatenate([[0], np.nonzero(reach)[0]])  # start (1) stays first among kept
     remap = np.zeros(n, dtype=np.int64)
-    order = [1]
-    remap[1] = 1
-    k = 0
-    while k < len(order):
-        s = order[k]
-        k += 1
-        for tgt in np.unique(t[s]):
-            tgt = int(tgt)
-            if tgt and not remap[tgt]:
-                order.append(tgt)
-                remap[tgt] = len(order)
-    idx = np.asarray([0, *order], dtype=np.int64)
+    remap[idx] = np.arange(len(idx))
     new_trans = remap[t[idx]].astype(np.int32)
     new_trans[0] = 0
-    new_acc = acc[idx].copy()
-    new_acc[0] = False
-    return Dfa(new_trans, new_acc)
+    return Dfa(np.ascontiguousarray(new_trans), acc[idx])
 
 
-def minimize(trans: np.ndarray, acc: np.ndarray, max_rounds: int = 400) -> Dfa:
-    """Moore refinement (vectorised); gives up quietly on very long chains (still correct)."""
+def minimize(dfa: Dfa, max_rounds: int = 24) -> Dfa:
+    """Moore refinement with exact sorting (no hashing); returns `dfa` unchanged when it does
+    not settle within `max_rounds` (long counting chains), which is still correct."""
+    trans, acc = dfa.trans, dfa.accepting
     n = trans.shape[0]
-    if n <= 2:
-        return Dfa(trans, acc)
+    if n <= 3:
+        return dfa
     _, cols = np.unique(trans, axis=1, return_index=True)
     t = trans[:, np.sort(cols)]
     cls = acc.astype(np.int64)
-    count = int(cls.max()) + 1
+    cls[0] = -1  # keep the dead state alone (it is also the only non-coreachable state)
+    count = len(np.unique(cls))
     for _ in range(max_rounds):
         sig = np.concatenate([cls[:, None], cls[t]], axis=1)
-        _, new = np.unique(sig, axis=0, return_inverse=True)
-        new = new.reshape(-1)
-        new_count = int(new.max()) + 1
+        order = np.lexsort(sig.T[::-1])
+        sorted_sig = sig[order]
+        boundary = np.ones(n, dtype=bool)
+        boundary[1:] = (sorted_sig[1:] != sorted_sig[:-1]).any(axis=1)
+        new = np.empty(n, dtype=np.int64)
+        new[order] = np.cumsum(boundary) - 1
+        new_count = int(boundary.sum())
         cls = new
         if new_count == count:
             break
         count = new_count
     else:
-        return Dfa(trans, acc)
+        return dfa
     if count == n:
-        return Dfa(trans, acc)
-    # renumber classes: dead -> 0, start -> 1, others by first appearance
-    order: dict[int, int] = {int(cls[0]): 0, int(cls[1]): 1}
-    for c in cls:
-        c = int(c)
-        if c not in order:
-            order[c] = len(order)
-    mapping = np.asarray([order[int(c)] for c in cls], dtype=np.int32)
-    reps = np.zeros(len(order), dtype=np.int64)
-    for s in range(n - 1, -1, -1):
-        reps[mapping[s]] = s
-    new_trans = mapping[trans[reps]]
-    new_acc = acc[reps]
-    return Dfa(np.ascontiguousarray(new_trans.astype(np.int32)), new_acc)
+        return dfa
+    # renumber: dead -> 0, start -> 1, then by first appearance
+    first_seen: dict[int, int] = {int(cls[0]): 0, int(cls[1]): 1}
+    for c in cls.tolist():
+        if c not in first_seen:
+            first_seen[c] = len(first_seen)
+    mapping = np.asarray([first_seen[c] for c in cls.tolist()], dtype=np.int64)
+    reps = np.zeros(count, dtype=np.int64)
+    reps[mapping[::-1]] = np.arange(n - 1, -1, -1)
+    new_trans = mapping[trans[reps]].astype(np.int32)
+    return Dfa(np.ascontiguousarray(new_trans), acc[reps].copy())
 
 
 # ---------------------------------------------------------------- products
@@ -447,7 +511,8 @@ def union(dfas: list[Dfa]) -> Dfa:
 def compile_node(node: rx.Node) -> Dfa:
     nfa = Nfa()
     s, e = nfa.build(node)
-    return determinize(nfa, s, e)
+    dfa = determinize(nfa, s, e)
+    return minimize(dfa) if dfa.n_states <= 20_000 else dfa
 
 
 _regex_cache: dict[tuple[str, bool], Dfa] = {}

@@ -49,17 +49,18 @@ class Runtime:
         self.term_base = bases
         trans = np.zeros((total, 256), dtype=np.int32)
         acc = np.zeros(total, dtype=bool)
-        self.lex_term = [0] * total
-        self.lex_local = [0] * total
+        lex_term = np.zeros(total, dtype=np.int64)
+        lex_local = np.zeros(total, dtype=np.int64)
         for t, dfa in enumerate(grammar.terminals):
             base = bases[t]
             n = dfa.n_states - 1
             local = dfa.trans[1:]
             trans[base : base + n] = np.where(local > 0, local + base - 1, 0)
             acc[base : base + n] = dfa.accepting[1:]
-            for k in range(n):
-                self.lex_term[base + k] = t
-                self.lex_local[base + k] = k + 1
+            lex_term[base : base + n] = t
+            lex_local[base : base + n] = np.arange(1, n + 1)
+        self.lex_term: list[int] = lex_term.tolist()
+        self.lex_local: list[int] = lex_local.tolist()
         self.trans = array("i", trans.tobytes())
         self.acc = acc.tolist()
         self._expand: dict[Stack, tuple[dict[int, tuple[Stack, ...]], bool]] = {}
