@@ -1,0 +1,528 @@
+"""IR → Lark text: one rule per object/array/definition, one terminal per distinct leaf regex.
+
+Why explicit structure: the dialect has no `%ignore`, so punctuation terminals carry the
+whitespace policy, and object members are laid out in declaration order with commas placed
+exactly (`first`/`rest` decomposition of a sequence of optional members).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sdk.errors import SchemaError
+from sdk.schema import (
+    AnyValue,
+    Arr,
+    Consts,
+    Node,
+    Normalized,
+    Obj,
+    Ref,
+    Typed,
+    Union,
+    is_any,
+)
+
+from ._leaves import INTEGER, NUMBER, STRING, Leaves, is_plain_key, literal_number, literal_string
+from ._names import Names
+
+# An expression and its precedence: 0 alternation, 1 sequence, 2 atom.
+E = tuple[str, int]
+ALT, SEQ, ATOM = 0, 1, 2
+
+MAX_REPEAT = 1000  # larger item-count bounds are validated instead of counted
+INLINE_LIMIT = 48  # object layouts bigger than this use one rule per suffix
+MAX_INLINE_OPTIONAL = 3
+_WS = r"[ \t]{0,16}(?:\r?\n[ \t]{0,64})?"
+PUNCT = {"LBRACE": "{", "RBRACE": "}", "LSQB": "[", "RSQB": "]", "COMMA": ",", "COLON": ":"}
+
+
+def seq(parts: list[E | None]) -> E:
+    items = [p for p in parts if p is not None and p[0]]
+    if len(items) == 1:
+        return items[0]
+    return (" ".join(t if p >= SEQ else f"({t})" for t, p in items), SEQ)
+
+
+def alt(parts: list[E]) -> E | None:
+    seen: list[str] = []
+    for t, _ in parts:
+        if t not in seen:
+            seen.append(t)
+    if not seen:
+        return None
+    if len(seen) == 1:
+        return parts[[t for t, _ in parts].index(seen[0])]
+    return (" | ".join(seen), ALT)
+
+
+def atom(e: E) -> str:
+    return e[0] if e[1] == ATOM else f"({e[0]})"
+
+
+def opt(e: E) -> E:
+    return (atom(e) + "?", ATOM)
+
+
+def rep(e: E, lo: int, hi: int | None) -> E | None:
+    """`e` repeated lo..hi times (hi None: unbounded); None for zero repetitions."""
+    a = atom(e)
+    if hi == 0:
+        return None
+    if hi is None:
+        if lo == 0:
+            return (a + "*", ATOM)
+        if lo == 1:
+            return (a + "+", ATOM)
+        return (f"{a} ~ {lo} {a}*", SEQ)
+    if (lo, hi) == (0, 1):
+        return (a + "?", ATOM)
+    if lo == hi:
+        return (f"{a} ~ {lo}" if lo > 1 else a, SEQ if lo > 1 else ATOM)
+    return (f"{a} ~ {lo}..{hi}", SEQ)
+
+
+def lark_regex(regex: str) -> str:
+    """A Lark regex literal: `/` escaped, raw line breaks written as escapes."""
+    out = []
+    i = 0
+    while i < len(regex):
+        c = regex[i]
+        if c == "\\" and i + 1 < len(regex):
+            out.append(regex[i : i + 2])
+            i += 2
+            continue
+        out.append({"/": "\\/", "\n": "\\n", "\r": "\\r"}.get(c, c))
+        i += 1
+    return "/" + "".join(out) + "/"
+
+
+class Emitter:
+    def __init__(self, norm: Normalized, whitespace: str) -> None:
+        self.defs = norm.defs
+        self.usage = norm.usage
+        self.leaves = Leaves(norm.usage)
+        self.flexible = whitespace == "flexible"
+        self.names = Names()
+        for n in ("start", "json_value", "json_object", "json_array"):
+            self.names.reserve(n)
+        for n in (*PUNCT, "STRING", "NUMBER", "INTEGER", "NEVER"):
+            self.names.reserve(n)
+        self.rules: dict[str, str] = {}
+        self.terminals: dict[str, str] = {}
+        self.term_by_regex: dict[str, str] = {}
+        self.rule_by_node: dict[Any, str] = {}
+        self.def_rules: dict[str, str] = {}
+        self.pending: list[str] = []
+        self.nonempty = self._nonempty_defs()
+        self.generic = False
+
+    # -- driver ---------------------------------------------------------------------------
+    def run(self, root: Node) -> str:
+        self.rules["start"] = ""
+        e = self.expr(root, "root")
+        if e is None:
+            raise SchemaError("the schema admits no value", "")
+        self.rules["start"] = e[0]
+        while self.pending:
+            key = self.pending.pop(0)
+            self.define(self.def_rules[key], self.defs.nodes[key])
+        if self.generic:
+            self._generic_rules()
+        lines = [f"{name}: {body}" for name, body in self.rules.items()]
+        used = {t for t in PUNCT if any(t in b for b in self.rules.values())}
+        lines += [f"{t}: {self._punct(PUNCT[t])}" for t in PUNCT if t in used]
+        lines += [f"{name}: {lark_regex(rx)}" for name, rx in self.terminals.items()]
+        return "\n".join(lines) + "\n"
+
+    def _punct(self, ch: str) -> str:
+        if not self.flexible:
+            return json.dumps(ch)
+        esc = "\\" + ch if ch in "{}[]" else ch
+        if ch in "{[":
+            return lark_regex(esc + _WS)
+        if ch in "}]":
+            return lark_regex(_WS + esc)
+        return lark_regex(_WS + esc + _WS)
+
+    def _generic_rules(self) -> None:
+        self.term(STRING, "STRING")
+        self.term(NUMBER, "NUMBER")
+        self.rules["json_value"] = (
+            'json_object | json_array | STRING | NUMBER | "true" | "false" | "null"'
+        )
+        self.rules["json_object"] = (
+            "LBRACE (STRING COLON json_value (COMMA STRING COLON json_value)*)? RBRACE"
+        )
+        self.rules["json_array"] = "LSQB (json_value (COMMA json_value)*)? RSQB"
+
+    def term(self, regex: str, hint: str) -> E:
+        name = self.term_by_regex.get(regex)
+        if name is None:
+            name = (
+                self.names.reserve(hint)
+                if hint in ("STRING", "NUMBER", "INTEGER")
+                else self.names.terminal(hint)
+            )
+            self.term_by_regex[regex] = name
+            self.terminals[name] = regex
+        return (name, ATOM)
+
+    def define(self, name: str, node: Node) -> None:
+        """Emit `name: ...` for a node; objects and arrays get their layout directly."""
+        self.rules[name] = ""
+        body: E | None
+        if isinstance(node, Typed) and _single(node) == "obj" and node.obj is not None:
+            self.rule_by_node[node.obj] = name
+            body = self.obj_body(node.obj, name)
+        elif isinstance(node, Typed) and _single(node) == "arr" and node.arr is not None:
+            self.rule_by_node[node.arr] = name
+            body = self.arr_body(node.arr, name)
+        else:
+            body = self.expr(node, name)
+        if body is None:
+            self.names.reserve("NEVER")
+            self.terminals["NEVER"] = "[^\\x00-\\U0010ffff]"
+            body = ("NEVER", ATOM)
+        self.rules[name] = body[0]
+
+    # -- emptiness ------------------------------------------------------------------------
+    def _nonempty_defs(self) -> set[str]:
+        known: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for key, node in self.defs.nodes.items():
+                if key not in known and _ne(node, known, 0):
+                    known.add(key)
+                    changed = True
+        return known
+
+    # -- nodes ----------------------------------------------------------------------------
+    def expr(self, node: Node, hint: str) -> E | None:
+        if isinstance(node, AnyValue) or is_any(node):
+            self.generic = True
+            return ("json_value", ATOM)
+        if isinstance(node, Ref):
+            if node.key not in self.nonempty:
+                return None
+            if node.key not in self.def_rules:
+                self.def_rules[node.key] = self.names.rule(self.defs.names[node.key])
+                self.pending.append(node.key)
+            return (self.def_rules[node.key], ATOM)
+        if isinstance(node, Union):
+            return alt([e for e in (self.expr(a, hint) for a in node.alts) if e is not None])
+        if isinstance(node, Consts):
+            return self.consts(node, hint)
+        assert isinstance(node, Typed)
+        parts: list[E | None] = []
+        if node.null:
+            parts.append(('"null"', ATOM))
+        if node.boolean:
+            parts += [('"true"', ATOM), ('"false"', ATOM)]
+        if node.number is not None:
+            r = self.leaves.number(node.number)
+            if r is not None:
+                base = "INTEGER" if r == INTEGER else "NUMBER" if r == NUMBER else hint
+                parts.append(self.term(r, base))
+        if node.string is not None:
+            r = self.leaves.string(node.string)
+            if r is not None:
+                parts.append(self.term(r, "STRING" if r == STRING else hint))
+        if node.obj is not None:
+            parts.append(self.composite(node.obj, hint))
+        if node.arr is not None:
+            parts.append(self.composite(node.arr, hint))
+        return alt([p for p in parts if p is not None])
+
+    def composite(self, node: Obj | Arr, hint: str) -> E | None:
+        if node in self.rule_by_node:
+            name = self.rule_by_node[node]
+            return (name, ATOM) if name in self.rules else None
+        name = self.names.rule(hint)
+        self.rule_by_node[node] = name
+        self.rules[name] = ""
+        body = self.obj_body(node, name) if isinstance(node, Obj) else self.arr_body(node, name)
+        if body is None:
+            del self.rules[name]
+            return None
+        self.rules[name] = body[0]
+        return (name, ATOM)
+
+    # -- constants ------------------------------------------------------------------------
+    def consts(self, node: Consts, hint: str) -> E | None:
+        values = [json.loads(t) for t in node.texts]
+        strings = [v for v in values if isinstance(v, str)]
+        parts: list[E] = []
+        if strings:
+            rx = "|".join(literal_string(s) for s in strings)
+            parts.append(self.term(rx if len(strings) == 1 else f"(?:{rx})", hint))
+        for v in values:
+            if not isinstance(v, str):
+                parts.append(self.value(v, hint))
+        return alt(parts)
+
+    def value(self, v: Any, hint: str) -> E:
+        """The grammar for exactly one JSON value (objects keep the constant's key order)."""
+        if v is None or isinstance(v, bool):
+            return (json.dumps(json.dumps(v)), ATOM)
+        if isinstance(v, int | float):
+            return self.term(literal_number(v), hint)
+        if isinstance(v, str):
+            return self.term(literal_string(v), hint)
+        if isinstance(v, list):
+            items: list[E | None] = []
+            for i, x in enumerate(v):
+                if i:
+                    items.append(("COMMA", ATOM))
+                items.append(self.value(x, hint))
+            return seq([("LSQB", ATOM), *items, ("RSQB", ATOM)])
+        members: list[E | None] = []
+        for i, (k, x) in enumerate(v.items()):
+            if i:
+                members.append(("COMMA", ATOM))
+            members += [self.key(k, hint), ("COLON", ATOM), self.value(x, hint)]
+        return seq([("LBRACE", ATOM), *members, ("RBRACE", ATOM)])
+
+    def key(self, name: str, hint: str) -> E:
+        if is_plain_key(name):
+            return (json.dumps(json.dumps(name)), ATOM)
+        return self.term(literal_string(name), hint + "_key")
+
+    # -- objects --------------------------------------------------------------------------
+    def obj_body(self, o: Obj, name: str) -> E | None:
+        members: list[tuple[E, bool]] = []
+        for pname, v in o.props:
+            ve = self.expr(v, f"{name}_{pname}")
+            if ve is None:
+                if pname in o.required:
+                    return None
+                continue
+            pair = seq([self.key(pname, f"{name}_{pname}"), ("COLON", ATOM), ve])
+            members.append((pair, pname in o.required))
+        extra = self.extras(o, name)
+        n_req = sum(1 for _, r in members if r)
+        n_opt = len(members) - n_req
+        lo, hi = o.min_props, o.max_props
+        if (hi is not None and hi < n_req) or (extra is None and lo > n_req + n_opt):
+            return None
+        if hi == 0:
+            return seq([("LBRACE", ATOM), ("RBRACE", ATOM)])
+        ex_lo, ex_hi, nonempty = 0, None, False
+        need_lo = lo > n_req
+        need_hi = hi is not None and (extra is not None or hi < n_req + n_opt)
+        if need_lo or need_hi:
+            if (
+                n_opt == 0
+                and extra is not None
+                and max(lo - n_req, 0) <= MAX_REPEAT
+                and (hi is None or hi - n_req <= MAX_REPEAT)
+            ):
+                ex_lo, ex_hi = max(lo - n_req, 0), None if hi is None else hi - n_req
+            elif lo == 1 and n_req == 0 and not need_hi:
+                nonempty = True
+            else:
+                for k, needed in (("minProperties", need_lo), ("maxProperties", need_hi)):
+                    if needed:
+                        self.usage.validate(k, o.pointer, "member counting with optional members")
+        inner = self._members(members, extra, ex_lo, ex_hi, name)
+        if inner is None:
+            return seq([("LBRACE", ATOM), ("RBRACE", ATOM)])
+        body, may_be_empty = inner
+        if may_be_empty and not nonempty:
+            body = opt(body)
+        return seq([("LBRACE", ATOM), body, ("RBRACE", ATOM)])
+
+    def _members(
+        self,
+        members: list[tuple[E, bool]],
+        extra: E | None,
+        ex_lo: int,
+        ex_hi: int | None,
+        name: str,
+    ) -> tuple[E, bool] | None:
+        """The member list between braces, and whether it may be empty.
+
+        Declared members come in declaration order. Extra members (undeclared names, so the
+        layout stays unambiguous) may follow any member, or come first, unless their number is
+        bounded, in which case they all come after the declared ones.
+        """
+        n = len(members)
+        comma = ("COMMA", ATOM)
+        interleave = extra is not None and ex_lo == 0 and ex_hi is None and n > 0
+        star: E | None = None
+        if interleave and extra is not None:
+            if extra[1] != ATOM:
+                rule = self.names.rule(f"{name}_extra")
+                self.rules[rule] = extra[0]
+                extra = (rule, ATOM)
+            star = rep(seq([comma, extra]), 0, None)
+        tail = None if interleave or extra is None else rep(seq([comma, extra]), ex_lo, ex_hi)
+        first_req = next((i for i, (_, r) in enumerate(members) if r), n)
+        # Lark expands every optional group of a rule into alternatives (2^k), so layouts with
+        # more than a few optional members get one rule per suffix instead of inline groups.
+        n_opt = sum(1 for _, r in members if not r)
+        chained = n_opt > MAX_INLINE_OPTIONAL or (first_req + 2) * n > INLINE_LIMIT
+        rest_cache: dict[int, E | None] = {}
+        rest_names: dict[int, str] = {}
+        if chained:  # reserve the suffix rules in reading order
+            for i in range(0 if interleave else 1, n - 1):
+                rest_names[i] = self.names.rule(f"{name}_rest{i}")
+                self.rules[rest_names[i]] = ""
+
+        def rest(i: int) -> E | None:
+            """Members i.. (each with its leading comma) and the extra members."""
+            if i in rest_cache:
+                return rest_cache[i]
+            if i == n:
+                out = tail
+            else:
+                m, req = members[i]
+                piece = seq([comma, m, star])
+                out = seq([piece if req else opt(piece), rest(i + 1)])
+                if i in rest_names:
+                    self.rules[rest_names[i]] = out[0]
+                    out = (rest_names[i], ATOM)
+            rest_cache[i] = out
+            return out
+
+        alts: list[E] = []
+        for j in range(min(first_req + 1, n)):
+            alts.append(seq([members[j][0], star, rest(j + 1)]))
+        may_be_empty = first_req == n
+        if interleave and extra is not None:
+            alts.append(seq([extra, star, rest(0)]))
+        elif first_req == n and extra is not None:
+            if ex_hi != 0:
+                more = rep(
+                    seq([comma, extra]), max(ex_lo - 1, 0), None if ex_hi is None else ex_hi - 1
+                )
+                alts.append(seq([extra, more]))
+            may_be_empty = may_be_empty and ex_lo == 0
+        body = alt(alts)
+        if body is None:
+            return None
+        return body, may_be_empty
+
+    def extras(self, o: Obj, name: str) -> E | None:
+        """Members beyond the declared ones: patternProperties, then additionalProperties."""
+        declared = [n for n, _ in o.props]
+        parts: list[E] = []
+        schemas = {v for _, v in o.patterns}
+        if len(o.patterns) > 1 and len(schemas) > 1:
+            self.usage.validate("patternProperties", o.pointer, "overlapping patterns")
+        for i, (p, v) in enumerate(o.patterns):
+            ve = self.expr(v, f"{name}_pattern{i if i else ''}")
+            if ve is None:
+                continue
+            k = self.leaves.key(declared, p, [], o.names, o.pointer)
+            if k is not None:
+                parts.append(seq([self.term(k, f"{name}_pattern_key"), ("COLON", ATOM), ve]))
+        ve = self.expr(o.additional, f"{name}_value")
+        if ve is not None:
+            k = self.leaves.key(declared, None, [p for p, _ in o.patterns], o.names, o.pointer)
+            if k is not None:
+                key = ("STRING", ATOM) if k == STRING else self.term(k, f"{name}_key")
+                if k == STRING:
+                    self.term(STRING, "STRING")
+                parts.append(seq([key, ("COLON", ATOM), ve]))
+        return alt(parts)
+
+    # -- arrays ---------------------------------------------------------------------------
+    def arr_body(self, a: Arr, name: str) -> E | None:
+        lo, hi = a.min_items, a.max_items
+        if lo > MAX_REPEAT:
+            self.usage.validate("minItems", a.pointer, "bound too large to count")
+            lo = 0
+        if hi is not None and hi > MAX_REPEAT:
+            self.usage.validate("maxItems", a.pointer, "bound too large to count")
+            hi = None
+        comma = ("COMMA", ATOM)
+        if a.contains is not None:
+            item = self.expr(a.items, f"{name}_item")
+            c = self.expr(a.contains, f"{name}_contains")
+            if c is None:
+                return None
+            before = rep(seq([item, comma]), 0, None) if item else None
+            after = rep(seq([comma, item]), 0, None) if item else None
+            return seq([("LSQB", ATOM), before, c, after, ("RSQB", ATOM)])
+        k = len(a.prefix) if hi is None else min(len(a.prefix), hi)
+        pe: list[E] = []
+        rest_ok = True
+        for i in range(k):
+            e = self.expr(a.prefix[i], f"{name}_{i}")
+            if e is None:
+                if i < lo:
+                    return None
+                rest_ok = False
+                break
+            pe.append(e)
+        k = len(pe)
+        r = self.expr(a.items, f"{name}_item") if rest_ok and (hi is None or hi > k) else None
+        ex_lo = max(lo - k, 0)
+        ex_hi = None if hi is None else max(hi - k, 0)
+        if r is None:
+            if ex_lo > 0:
+                return None
+            ex_hi = 0
+        cur: E | None
+        if k == 0:
+            cur = None
+            if ex_hi != 0 and r is not None:
+                more = rep(seq([comma, r]), max(ex_lo - 1, 0), None if ex_hi is None else ex_hi - 1)
+                cur = seq([r, more])
+                if ex_lo == 0:
+                    cur = opt(cur)
+        else:
+            cur = rep(seq([comma, r]), ex_lo, ex_hi) if r is not None else None
+            for i in reversed(range(k)):
+                cur = seq([comma if i else None, pe[i], cur])
+                if i >= lo:
+                    cur = opt(cur)
+        return seq([("LSQB", ATOM), cur, ("RSQB", ATOM)])
+
+
+def _single(node: Typed) -> str | None:
+    kinds = [
+        k
+        for k, v in (
+            ("null", node.null),
+            ("boolean", node.boolean),
+            ("number", node.number),
+            ("string", node.string),
+            ("obj", node.obj),
+            ("arr", node.arr),
+        )
+        if v
+    ]
+    return kinds[0] if len(kinds) == 1 else None
+
+
+def _ne(node: Node, known: set[str], depth: int) -> bool:
+    """Whether a node admits some value, given the definitions already known to."""
+    if depth > 100:
+        return True
+    if isinstance(node, AnyValue):
+        return True
+    if isinstance(node, Ref):
+        return node.key in known
+    if isinstance(node, Union):
+        return any(_ne(a, known, depth + 1) for a in node.alts)
+    if isinstance(node, Consts):
+        return bool(node.texts)
+    assert isinstance(node, Typed)
+    if node.null or node.boolean or node.number is not None or node.string is not None:
+        return True
+    if node.obj is not None:
+        o = node.obj
+        if all(_ne(v, known, depth + 1) for n, v in o.props if n in o.required):
+            return True
+    if node.arr is not None:
+        a = node.arr
+        need = a.prefix[: a.min_items]
+        if all(_ne(p, known, depth + 1) for p in need) and (
+            a.min_items <= len(a.prefix) or _ne(a.items, known, depth + 1)
+        ):
+            return True
+    return False

@@ -1,0 +1,70 @@
+"""`compile_schema`: JSON Schema → Lark grammar text (in the engine's dialect) plus bookkeeping.
+
+The grammar's language is exactly the schema's for every keyword listed in `enforced`; keywords
+listed in `validated` are only approximated (the grammar accepts a superset) and must be
+checked after parsing, e.g. with `jsonschema`.
+
+Documented choices:
+* Object members are generated in the schema's declaration order (required ones mandatory);
+  undeclared members allowed by `additionalProperties`/`patternProperties` may come first or
+  after any member (when their count is unbounded) or after the declared ones.
+* `integer` accepts only integer literals (`-?(0|[1-9][0-9]*)`), not `1.0`.
+* `oneOf` is emitted as `anyOf`; it is reported as validated unless the alternatives are
+  provably disjoint (different types, distinct constants, required discriminator constants).
+* `format` names the lexeme module does not know are annotations (ignored); known ones are
+  enforced exactly or reported as validated.
+* "flexible" whitespace is bounded: at most one line break and 16+64 blanks per gap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sdk.errors import SchemaError, SDKError, TooComplexError
+from sdk.schema import KeywordUse, normalize
+
+from ._emit import Emitter
+
+MAX_GRAMMAR_CHARS = 16_000_000
+
+
+@dataclass(frozen=True)
+class SchemaGrammar:
+    """A compiled schema: Lark text, and which keywords the grammar enforces or leaves to
+    post-validation (`KeywordUse(keyword, pointer)`, pointer of the schema holding the keyword)."""
+
+    lark: str
+    enforced: tuple[KeywordUse, ...]
+    validated: tuple[KeywordUse, ...]
+    schema: Any
+
+
+def compile_schema(
+    schema: Any,
+    *,
+    strict: bool = False,
+    whitespace: Literal["compact", "flexible"] = "compact",
+    close_objects: bool = False,
+) -> SchemaGrammar:
+    """Compile a JSON Schema (drafts 04–2020-12, local refs only) to a Lark grammar.
+
+    `strict`: raise `UnsupportedSchemaError` instead of reporting a keyword as validated.
+    `whitespace`: "compact" (none) or "flexible" (bounded whitespace wherever JSON allows it).
+    `close_objects`: objects declaring `properties` default to `additionalProperties: false`.
+    Errors: `SchemaError` (with pointer) for malformed or empty schemas, `TooComplexError`.
+    """
+    if whitespace not in ("compact", "flexible"):
+        raise SchemaError(f"whitespace must be 'compact' or 'flexible', not {whitespace!r}")
+    try:
+        norm = normalize(schema, strict=strict, close_objects=close_objects)
+        text = Emitter(norm, whitespace).run(norm.root)
+    except SDKError:
+        raise
+    except RecursionError:
+        raise TooComplexError("schema too deeply nested or recursive") from None
+    except Exception as exc:  # noqa: BLE001 - the contract: only SDK errors escape
+        raise SchemaError(f"cannot compile schema: {type(exc).__name__}: {exc}") from exc
+    if len(text) > MAX_GRAMMAR_CHARS:
+        raise TooComplexError(f"grammar of {len(text)} characters exceeds the limit")
+    return SchemaGrammar(text, norm.usage.enforced, norm.usage.validated, schema)

@@ -1,0 +1,440 @@
+"""Lowering of raw JSON Schema (drafts 04 to 2020-12) into the IR.
+
+Why one place: every draft idiom (`definitions`, `dependencies`, array-form `items`,
+`prefixItems`, boolean schemas, draft-04 boolean exclusive bounds) is translated here, so the
+grammar emitter only ever sees the IR. Each constraining keyword is recorded as enforced or
+reported as validated (never silently dropped).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sdk.errors import SchemaError, TooComplexError
+
+from . import _keywords as kw
+from . import _pointer
+from ._defs import Definitions
+from ._disjoint import disjoint
+from ._ir import (
+    ANY,
+    FULL,
+    NEVER,
+    Arr,
+    Consts,
+    Node,
+    Num,
+    Obj,
+    Ref,
+    Str,
+    Typed,
+    is_any,
+    is_never,
+    union,
+)
+from ._meet import Meet
+from ._refs import RefIndex
+from ._usage import Usage
+from ._values import canonical, text
+
+MAX_DEPTH = 120
+_APPLICATORS = ("allOf", "anyOf", "oneOf", "$ref", "if", "dependentSchemas", "dependencies", "not")
+
+
+class Lowerer:
+    def __init__(self, root: Any, usage: Usage, close_objects: bool) -> None:
+        self.root = root
+        self.usage = usage
+        self.close_objects = close_objects
+        self.index = RefIndex(root)
+        self.defs = Definitions()
+        self.meet = Meet(self.defs, usage)
+        self.depth = 0
+
+    # -- entry points ---------------------------------------------------------------------
+    def run(self) -> Node:
+        node = self.lower(self.root, "")
+        self.defs.finish()
+        return node
+
+    def ref(self, ref: str, pointer: str) -> Ref:
+        target = self.index.resolve(ref, pointer)
+        key = "#" + target
+        if key not in self.defs.names:
+            schema = _pointer.resolve(self.root, target, pointer)
+            if not kw.is_schema(schema):
+                raise SchemaError(f"$ref {ref!r} does not point to a schema", pointer)
+            tokens = _pointer.split(target)
+            name = tokens[-1] if tokens else "root"
+            self.defs.declare(key, name, lambda: self.lower(schema, target))
+        self.usage.enforce("$ref", pointer)
+        return Ref(key)
+
+    # -- schemas --------------------------------------------------------------------------
+    def lower(self, schema: Any, pointer: str) -> Node:
+        if schema is True:
+            return ANY
+        if schema is False:
+            return NEVER
+        if not isinstance(schema, dict):
+            raise SchemaError("a schema must be an object or a boolean", pointer)
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise TooComplexError(f"schema nesting deeper than {MAX_DEPTH} at {pointer or '/'}")
+        try:
+            return self._lower(schema, pointer)
+        finally:
+            self.depth -= 1
+
+    def _lower(self, s: dict[str, Any], ptr: str) -> Node:
+        kw.check(s, ptr)
+        parts: list[Node] = []
+        if "$ref" in s:
+            parts.append(self.ref(s["$ref"], ptr))
+        for dyn in ("$dynamicRef", "$recursiveRef"):
+            if dyn in s and isinstance(s[dyn], str):
+                parts.append(self.ref(s[dyn], ptr))
+        parts.append(self.typed(s, ptr))
+        if "enum" in s or "const" in s:
+            parts.append(self.consts(s, ptr))
+        if "allOf" in s:
+            for i, sub in enumerate(s["allOf"]):
+                parts.append(self.lower(sub, _pointer.join(ptr, "allOf", i)))
+            self.usage.enforce("allOf", ptr)
+        for key in ("anyOf", "oneOf"):
+            if key in s:
+                alts = [self.lower(sub, _pointer.join(ptr, key, i)) for i, sub in enumerate(s[key])]
+                if key == "oneOf" and not self.exclusive(alts):
+                    self.usage.validate("oneOf", ptr, "alternatives may overlap")
+                else:
+                    self.usage.enforce(key, ptr)
+                parts.append(union(alts))
+        if "not" in s:
+            neg = self.negate(s["not"], _pointer.join(ptr, "not"))
+            if neg is None:
+                self.usage.validate("not", ptr, "negation not expressible")
+            else:
+                self.usage.enforce("not", ptr)
+                parts.append(neg)
+        if "if" in s and ("then" in s or "else" in s) and s["if"] is not True:
+            self.usage.validate("if", ptr, "conditional schemas are checked after parsing")
+        node: Node = ANY
+        for part in parts:
+            node = self.meet(node, part, ptr)
+        if is_never(node) and "allOf" in s and not any(is_never(p) for p in parts):
+            raise SchemaError("allOf: the intersection of the subschemas is empty", ptr)
+        return node
+
+    def exclusive(self, alts: list[Node]) -> bool:
+        return all(
+            disjoint(alts[i], alts[j], self.defs) for i in range(len(alts)) for j in range(i)
+        )
+
+    def consts(self, s: dict[str, Any], ptr: str) -> Node:
+        values = list(s["enum"]) if "enum" in s else []
+        if "const" in s:
+            values = (
+                [s["const"]]
+                if "enum" not in s
+                else [v for v in values if canonical(v) == canonical(s["const"])]
+            )
+        seen: dict[str, str] = {}
+        for v in values:
+            seen.setdefault(canonical(v), text(v))
+        for k in ("enum", "const"):
+            if k in s:
+                self.usage.enforce(k, ptr)
+        return Consts(tuple(seen.values()))
+
+    # -- per-type constraints -------------------------------------------------------------
+    def typed(self, s: dict[str, Any], ptr: str) -> Node:
+        t = s.get("type")
+        types = set(t if isinstance(t, list) else [t]) if t is not None else set(kw.TYPES)
+        if t is not None:
+            self.usage.enforce("type", ptr)
+        has_num = bool(types & {"number", "integer"})
+        node = Typed(
+            "null" in types,
+            "boolean" in types,
+            self.number(s, ptr, "number" not in types) if has_num else None,
+            self.string(s, ptr) if "string" in types else None,
+            self.object(s, ptr) if "object" in types else None,
+            self.array(s, ptr) if "array" in types else None,
+        )
+        return ANY if node == FULL else node
+
+    def number(self, s: dict[str, Any], ptr: str, integer: bool) -> Num | None:
+        lo = s.get("minimum")
+        hi = s.get("maximum")
+        lo_x = hi_x = False
+        xmin, xmax = s.get("exclusiveMinimum"), s.get("exclusiveMaximum")
+        if isinstance(xmin, bool):
+            lo_x = xmin and lo is not None
+        elif xmin is not None and (lo is None or xmin >= lo):
+            lo, lo_x = xmin, True
+        if isinstance(xmax, bool):
+            hi_x = xmax and hi is not None
+        elif xmax is not None and (hi is None or xmax <= hi):
+            hi, hi_x = xmax, True
+        for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"):
+            if k in s:
+                self.usage.enforce(k, ptr)
+        if lo is not None and hi is not None and (lo > hi or (lo == hi and (lo_x or hi_x))):
+            raise SchemaError("contradictory numeric bounds", ptr)
+        m = s.get("multipleOf")
+        if isinstance(m, float) and m.is_integer():
+            m = int(m)
+        return Num(integer, lo, lo_x, hi, hi_x, m, ptr)
+
+    def string(self, s: dict[str, Any], ptr: str) -> Str:
+        lo = kw.as_count(s.get("minLength", 0))
+        hi = kw.as_count(s["maxLength"]) if "maxLength" in s else None
+        patterns = ((s["pattern"], ptr),) if "pattern" in s else ()
+        fmt = s.get("format")
+        formats = ((fmt, ptr),) if isinstance(fmt, str) else ()
+        for k in ("minLength", "maxLength", "pattern"):
+            if k in s:
+                self.usage.enforce(k, ptr)
+        if formats:
+            self.usage.enforce("format", ptr)
+        return Str(lo, hi, patterns, formats, pointer=ptr)
+
+    def object(self, s: dict[str, Any], ptr: str) -> Obj | None:
+        raw_props: dict[str, Any] = s.get("properties", {})
+        props = [
+            (name, self.lower(sub, _pointer.join(ptr, "properties", name)))
+            for name, sub in raw_props.items()
+        ]
+        patterns = []
+        for p, sub in s.get("patternProperties", {}).items():
+            kw.compile_pattern(p, _pointer.join(ptr, "patternProperties", p))
+            patterns.append((p, self.lower(sub, _pointer.join(ptr, "patternProperties", p))))
+        if "additionalProperties" in s:
+            additional = self.lower(
+                s["additionalProperties"], _pointer.join(ptr, "additionalProperties")
+            )
+        else:
+            additional = NEVER if self.close_objects and "properties" in s else ANY
+        if "unevaluatedProperties" in s and s["unevaluatedProperties"] is not True:
+            if "additionalProperties" in s or any(k in s for k in _APPLICATORS):
+                self.usage.validate("unevaluatedProperties", ptr, "depends on applicators")
+            else:
+                additional = self.lower(
+                    s["unevaluatedProperties"], _pointer.join(ptr, "unevaluatedProperties")
+                )
+                self.usage.enforce("unevaluatedProperties", ptr)
+        # Members matching a pattern must satisfy it as well as their declared schema.
+        for i, (name, node) in enumerate(props):
+            for p, sub in patterns:
+                if re.search(p, name):
+                    props[i] = (name, self.meet(node, sub, ptr))
+        required = frozenset(s.get("required", []))
+        declared = {n for n, _ in props}
+        for name in s.get("required", []):
+            if name not in declared:
+                declared.add(name)
+                matching = [sub for p, sub in patterns if re.search(p, name)]
+                value: Node = ANY
+                for sub in matching or [additional]:
+                    value = self.meet(value, sub, ptr)
+                props.append((name, value))
+        names = self.property_names(s, ptr)
+        if names is not None:
+            props = [(n, v if _name_ok(names, n) else NEVER) for n, v in props]
+        for k in ("properties", "patternProperties", "additionalProperties", "required"):
+            if k in s:
+                self.usage.enforce(k, ptr)
+        if any(n in required and is_never(v) for n, v in props):
+            return None
+        lo = kw.as_count(s.get("minProperties", 0))
+        hi = kw.as_count(s["maxProperties"]) if "maxProperties" in s else None
+        for k in ("minProperties", "maxProperties"):
+            if k in s:
+                self.usage.enforce(k, ptr)  # the emitter reports it when it cannot count
+        self.dependencies(s, ptr, required, dict(props), additional, patterns)
+        return Obj(tuple(props), required, tuple(patterns), additional, names, lo, hi, ptr)
+
+    def property_names(self, s: dict[str, Any], ptr: str) -> Str | None:
+        if "propertyNames" not in s:
+            return None
+        sub = s["propertyNames"]
+        node = self.lower(sub, _pointer.join(ptr, "propertyNames"))
+        if is_any(node):
+            return None
+        if isinstance(node, Ref):
+            node = self.defs.node(node.key)
+        self.usage.enforce("propertyNames", ptr)
+        if isinstance(node, Typed) and node.string is not None and not node.string.formats:
+            return node.string
+        if isinstance(node, Typed) and node.string is None:
+            return Str(min_length=1, max_length=0)  # no names at all: only `{}`
+        if isinstance(node, Consts):
+            import json
+
+            values = [json.loads(t) for t in node.texts]
+            strings = [v for v in values if isinstance(v, str)]
+            alt = "|".join(re.escape(v) for v in strings)
+            return (
+                Str(patterns=((f"^(?:{alt})$", ptr),))
+                if strings
+                else Str(min_length=1, max_length=0)
+            )
+        self.usage.validate("propertyNames", ptr, "only string constraints are enforced")
+        return None
+
+    def dependencies(
+        self,
+        s: dict[str, Any],
+        ptr: str,
+        required: frozenset[str],
+        props: dict[str, Node],
+        additional: Node,
+        patterns: list[tuple[str, Node]],
+    ) -> None:
+        """Dependencies are enforced only when trivially satisfied, else validated."""
+        deps: dict[str, Any] = dict(s.get("dependentRequired", {}))
+        schemas: dict[str, Any] = dict(s.get("dependentSchemas", {}))
+        for k, v in s.get("dependencies", {}).items():
+            (deps if isinstance(v, list) else schemas)[k] = v
+        for keyword in ("dependentRequired", "dependentSchemas", "dependencies"):
+            if keyword not in s:
+                continue
+            trivial = True
+            for trigger, need in s[keyword].items():
+                impossible = (
+                    is_never(props[trigger])
+                    if trigger in props
+                    else (
+                        is_never(additional) and not any(re.search(p, trigger) for p, _ in patterns)
+                    )
+                )
+                if impossible:
+                    continue
+                if isinstance(need, list) and set(need) <= required:
+                    continue
+                if need is True or need == {}:
+                    continue
+                trivial = False
+            if trivial:
+                self.usage.enforce(keyword, ptr)
+            else:
+                self.usage.validate(keyword, ptr, "conditional requirements")
+
+    def array(self, s: dict[str, Any], ptr: str) -> Arr | None:
+        items = s.get("items")
+        prefix: list[Node] = []
+        rest: Node = ANY
+        if "prefixItems" in s:
+            prefix = [
+                self.lower(x, _pointer.join(ptr, "prefixItems", i))
+                for i, x in enumerate(s["prefixItems"])
+            ]
+            if "items" in s:
+                rest = self.lower(items, _pointer.join(ptr, "items"))
+        elif isinstance(items, list):
+            prefix = [self.lower(x, _pointer.join(ptr, "items", i)) for i, x in enumerate(items)]
+            if "additionalItems" in s:
+                rest = self.lower(s["additionalItems"], _pointer.join(ptr, "additionalItems"))
+                self.usage.enforce("additionalItems", ptr)
+        elif "items" in s:
+            rest = self.lower(items, _pointer.join(ptr, "items"))
+        for k in ("items", "prefixItems", "minItems", "maxItems"):
+            if k in s:
+                self.usage.enforce(k, ptr)
+        lo = kw.as_count(s.get("minItems", 0))
+        hi = kw.as_count(s["maxItems"]) if "maxItems" in s else None
+        if s.get("uniqueItems") is True:
+            if hi is not None and hi <= 1:
+                self.usage.enforce("uniqueItems", ptr)
+            else:
+                self.usage.validate("uniqueItems", ptr, "uniqueness is checked after parsing")
+        if "unevaluatedItems" in s and s["unevaluatedItems"] is not True:
+            self.usage.validate("unevaluatedItems", ptr, "depends on applicators")
+        contains: Node | None = None
+        if "contains" in s:
+            c = self.lower(s["contains"], _pointer.join(ptr, "contains"))
+            simple = not prefix and lo <= 1 and hi is None and s.get("minContains", 1) == 1
+            simple = simple and "maxContains" not in s
+            if s.get("minContains", 1) == 0:
+                self.usage.enforce("contains", ptr)
+            elif simple:
+                contains = self.meet(c, rest, ptr)
+                self.usage.enforce("contains", ptr)
+            else:
+                self.usage.validate("contains", ptr, "contains with bounds or prefixItems")
+        for k in ("minContains", "maxContains"):
+            if k in s and "contains" in s and contains is None:
+                self.usage.validate(k, ptr)
+        # Positions that cannot hold any value cap the length.
+        for i, p in enumerate(prefix):
+            if is_never(p):
+                if i < lo:
+                    return None
+                prefix = prefix[:i]
+                hi = i if hi is None else min(hi, i)
+                break
+        if is_never(rest) and len(prefix) < lo:
+            return None
+        return Arr(tuple(prefix), rest, lo, hi, contains, ptr)
+
+    # -- negation -------------------------------------------------------------------------
+    def negate(self, sub: Any, ptr: str) -> Node | None:
+        """A node for `not sub` where expressible (types, string enums, one required key)."""
+        if sub is True:
+            return NEVER
+        if sub is False:
+            return ANY
+        if not isinstance(sub, dict):
+            raise SchemaError("a schema must be an object or a boolean", ptr)
+        kw.check(sub, ptr)
+        keys = {k for k in sub if k in kw.CONSTRAINING}
+        if keys == {"$ref"}:
+            target = self.index.resolve(sub["$ref"], ptr)
+            if self.depth > MAX_DEPTH:
+                return None
+            self.depth += 1
+            try:
+                return self.negate(_pointer.resolve(self.root, target, ptr), target)
+            finally:
+                self.depth -= 1
+        if keys == {"anyOf"}:
+            node: Node = ANY
+            for i, alt in enumerate(sub["anyOf"]):
+                neg = self.negate(alt, _pointer.join(ptr, "anyOf", i))
+                if neg is None:
+                    return None
+                node = self.meet(node, neg, ptr)
+            return node
+        if keys == {"type"}:
+            t = sub["type"]
+            types = set(t if isinstance(t, list) else [t])
+            if "integer" in types and "number" not in types:
+                return None
+            return Typed(
+                "null" not in types,
+                "boolean" not in types,
+                None if "number" in types else Num(),
+                None if "string" in types else Str(),
+                None if "object" in types else Obj(),
+                None if "array" in types else Arr(),
+            )
+        if keys in ({"enum"}, {"const"}):
+            values = sub["enum"] if "enum" in sub else [sub["const"]]
+            strings = frozenset(v for v in values if isinstance(v, str))
+            if any(not isinstance(v, str | bool) and v is not None for v in values):
+                return None
+            bools = {v for v in values if isinstance(v, bool)}
+            if len(bools) == 1:
+                return None
+            return Typed(None not in values, not bools, Num(), Str(excluded=strings), Obj(), Arr())
+        if keys == {"required"} and len(sub["required"]) == 1:
+            name = sub["required"][0]
+            return Typed(True, True, Num(), Str(), Obj(props=((name, NEVER),)), Arr())
+        return None
+
+
+def _name_ok(names: Str, name: str) -> bool:
+    from ._meet import _name_ok as ok
+
+    return ok(names, name)

@@ -1,0 +1,255 @@
+"""Schema → Lark compiler: hand-written schemas checked with the Lark oracle, errors, goldens."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import pytest
+
+from sdk.errors import SchemaError, TooComplexError, UnsupportedSchemaError
+from sdk.grammar import compile_schema
+from tests._oracle import accepts, parser
+
+GOLDEN = os.path.join(os.path.dirname(__file__), "golden")
+
+
+def check(schema: Any, valid: list[Any], invalid: list[Any], **options: Any) -> None:
+    """Every valid instance parses and every invalid one is rejected, in both whitespace modes."""
+    for ws in ("compact", "flexible"):
+        g = compile_schema(schema, whitespace=ws, **options)
+        p = parser(g.lark)
+        for v in valid:
+            texts = [json.dumps(v, separators=(",", ":"), ensure_ascii=False)]
+            if ws == "flexible":
+                texts += [json.dumps(v, ensure_ascii=False), json.dumps(v, indent=2, ensure_ascii=False)]
+            for t in texts:
+                assert accepts(p, t), (ws, t, g.lark)
+        for v in invalid:
+            t = json.dumps(v, separators=(",", ":"), ensure_ascii=False)
+            assert not accepts(p, t), (ws, t, g.lark)
+            if ws == "flexible":
+                assert not accepts(p, json.dumps(v, ensure_ascii=False)), (ws, v)
+
+
+def test_object_properties_required_and_additional() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "boolean"}},
+        "required": ["b"],
+    }
+    check(
+        schema,
+        [{"b": "x"}, {"a": 1, "b": "x"}, {"a": 1, "b": "x", "c": True}, {"b": "", "zz": [1, None]},
+         {"a": -3, "b": "é\n\"", "c": False, "d": {"e": 1.5e3}}],
+        [{}, {"a": 1}, {"a": 1.5, "b": "x"}, {"b": 1}, {"b": "x", "a": 1}, {"b": "x", "c": 1},
+         [], "x", {"b": "x", "zz": 1, "b2": None, "a": 2}],
+    )
+
+
+def test_closed_objects_and_close_objects_option() -> None:
+    schema = {"properties": {"a": {"type": "null"}}, "additionalProperties": False}
+    check(schema, [{}, {"a": None}, 3, "s", [1]], [{"a": 1}, {"b": None}, {"a": None, "b": 1}])
+    check({"type": "object", "properties": {"a": {}}}, [{}, {"a": [1]}], [{"b": 1}], close_objects=True)
+
+
+def test_additional_properties_schema_and_pattern_properties() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"id": {"type": "integer"}},
+        "patternProperties": {"^x-": {"type": "string"}},
+        "additionalProperties": {"type": "number", "minimum": 0},
+    }
+    check(
+        schema,
+        [{"id": 1, "x-a": "s", "n": 2.5}, {"x-": "", "y": 0}, {}],
+        [{"id": "1"}, {"x-a": 1}, {"n": -1}, {"n": "s"}],
+    )
+
+
+def test_arrays_prefix_items_bounds() -> None:
+    check(
+        {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 3},
+        [[1, 2], [1, 2, 3]],
+        [[], [1], [1, 2, 3, 4], [1, "2"]],
+    )
+    check(
+        {"type": "array", "prefixItems": [{"type": "string"}, {"type": "boolean"}], "items": False},
+        [[], ["a"], ["a", True]],
+        [[1], ["a", True, 1], [True]],
+    )
+    check(  # draft-04 idiom
+        {"type": "array", "items": [{"const": 1}], "additionalItems": {"type": "string"}, "minItems": 1},
+        [[1], [1, "a", "b"]],
+        [[], [2], [1, 2]],
+    )
+
+
+def test_enum_const_and_types() -> None:
+    check(
+        {"enum": ["red", 1, None, {"k": [True]}, [1, "a"]]},
+        ["red", 1, 1.0, None, {"k": [True]}, [1, "a"]],
+        ["blue", 2, True, {"k": [False]}, [1], "Red"],
+    )
+    check({"type": ["integer", "null"]}, [0, -12, None], [1.5, "1", True])
+    check({"const": "a/b\u00e9"}, ["a/b\u00e9"], ["a/b"])
+
+
+def test_numbers_and_strings() -> None:
+    check(
+        {"type": "number", "minimum": -1.5, "exclusiveMaximum": 10},
+        [-1.5, 0, 9.99, 3],
+        [-1.6, 10, 11, "1"],
+    )
+    check({"type": "integer", "minimum": 0, "exclusiveMinimum": True, "maximum": 5}, [1, 5], [0, 6])
+    check({"type": "integer", "multipleOf": 5}, [0, 10, -25], [3, 11])
+    check(
+        {"type": "string", "minLength": 2, "maxLength": 3, "pattern": "^[a-z]+$"},
+        ["ab", "abc"], ["a", "abcd", "AB", "a1"],
+    )
+    check({"type": "string", "format": "date"}, ["2024-02-29"], ["2023-02-29", "x"])
+
+
+def test_refs_recursion_and_defs() -> None:
+    schema = {
+        "$defs": {
+            "node": {
+                "type": "object",
+                "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+                "required": ["v"],
+                "additionalProperties": False,
+            }
+        },
+        "$ref": "#/$defs/node",
+    }
+    check(schema, [{"v": 1}, {"v": 1, "kids": [{"v": 2, "kids": []}, {"v": 3}]}],
+          [{"v": 1, "kids": [{}]}, {"kids": []}])
+    g = compile_schema(schema)
+    assert "node:" in g.lark and g.lark.count("node:") == 1
+
+
+def test_id_relative_and_pointer_refs() -> None:
+    schema = {
+        "$id": "https://example.com/root.json",
+        "definitions": {
+            "a": {"$id": "item.json", "type": "string", "maxLength": 2},
+            "b": {"type": "array", "items": [{"type": "integer"}, {"type": "null"}]},
+        },
+        "properties": {"x": {"$ref": "item.json"}, "y": {"$ref": "#/definitions/b/items/1"}},
+    }
+    check(schema, [{"x": "ab", "y": None}], [{"x": "abc"}, {"y": 1}])
+
+
+def test_allof_intersection_and_sibling_keywords() -> None:
+    schema = {
+        "definitions": {"base": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}},
+        "allOf": [
+            {"$ref": "#/definitions/base"},
+            {"properties": {"a": {"minimum": 0}, "b": {"enum": ["x", "y", 3]}}, "required": ["b"]},
+        ],
+        "properties": {"b": {"type": "string"}},
+    }
+    check(schema, [{"a": 0, "b": "x"}, {"a": 5, "b": "y", "c": 1}],
+          [{"a": -1, "b": "x"}, {"a": 1, "b": 3}, {"a": 1}, {"b": "x"}])
+    check({"allOf": [{"type": "string", "pattern": "^a"}, {"pattern": "b$"}]}, ["ab", "acb"], ["a", "b", "ba"])
+
+
+def test_anyof_oneof_not() -> None:
+    check({"anyOf": [{"type": "string"}, {"type": "integer", "minimum": 3}]}, ["s", 3], [2, None])
+    schema = {
+        "oneOf": [
+            {"type": "object", "properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}, "required": ["kind"]},
+            {"type": "object", "properties": {"kind": {"const": "b"}}, "required": ["kind"]},
+        ]
+    }
+    g = compile_schema(schema)
+    assert g.validated == ()
+    check(schema, [{"kind": "a", "x": 1}, {"kind": "b"}], [{"kind": "c"}, {}])
+    g = compile_schema({"oneOf": [{"type": "integer"}, {"minimum": 2}]})
+    assert ("oneOf", "") in g.validated
+    check({"type": "string", "not": {"enum": ["a", "b"]}}, ["c", "ab"], ["a", "b"])
+    check({"not": {"type": ["string", "null"]}}, [1, [], {}], ["s", None])
+    check({"type": "object", "not": {"required": ["x"]}}, [{}, {"y": 1}], [{"x": 1}])
+
+
+def test_min_max_properties_and_contains() -> None:
+    check({"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 1, "maxProperties": 2},
+          [{"a": 1}, {"a": 1, "b": 2}], [{}, {"a": 1, "b": 2, "c": 3}, {"a": "x"}])
+    check({"type": "object", "properties": {"a": {}, "b": {}}, "additionalProperties": False, "minProperties": 1},
+          [{"a": 1}, {"b": 2}], [{}])
+    check({"type": "array", "contains": {"const": 5}}, [[5], [1, 5, 2]], [[], [1, 2]])
+
+
+def test_boolean_schemas() -> None:
+    check(True, [1, "s", None, {"a": [True]}], [])
+    check({"properties": {"a": False}}, [{}, {"b": 1}], [{"a": 1}])
+    with pytest.raises(SchemaError):
+        compile_schema(False)
+
+
+def test_validated_keywords_reported() -> None:
+    g = compile_schema({"type": "array", "uniqueItems": True, "items": {"type": "number", "multipleOf": 0.1}})
+    assert {k for k, _ in g.validated} == {"uniqueItems", "multipleOf"}
+    g = compile_schema({"if": {"properties": {"a": {"const": 1}}}, "then": {"required": ["b"]}})
+    assert g.validated == (("if", ""),)
+    assert ("type", "") in compile_schema({"type": "string"}).enforced
+
+
+def test_strict_mode_names_keyword_and_pointer() -> None:
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_schema({"properties": {"a": {"type": "array", "uniqueItems": True}}}, strict=True)
+    assert info.value.keyword == "uniqueItems"
+    assert info.value.pointer == "/properties/a"
+    compile_schema({"type": "object", "properties": {"a": {"type": "string"}}}, strict=True)
+
+
+@pytest.mark.parametrize(
+    ("schema", "pointer"),
+    [
+        ({"$ref": "#/definitions/missing"}, ""),
+        ({"properties": {"a": {"type": "string", "pattern": "(unclosed"}}}, "/properties/a/pattern"),
+        ({"type": "string", "minLength": 3, "maxLength": 2}, ""),
+        ({"minimum": 3, "maximum": 2}, ""),
+        ({"type": "strange"}, "/type"),
+        ({"properties": {"a": 3}}, "/properties/a"),
+        ({"allOf": [{"type": "string"}, {"type": "integer"}]}, ""),
+        ({"required": "a"}, "/required"),
+    ],
+)
+def test_malformed_schemas_raise_schema_error(schema: Any, pointer: str) -> None:
+    with pytest.raises(SchemaError) as info:
+        compile_schema(schema)
+    assert info.value.pointer == pointer
+
+
+def test_deep_nesting_is_bounded() -> None:
+    schema: dict[str, Any] = {"type": "integer"}
+    for _ in range(5000):
+        schema = {"type": "array", "items": schema}
+    with pytest.raises((SchemaError, TooComplexError)):
+        compile_schema(schema)
+    with pytest.raises(SchemaError):
+        compile_schema([1, 2])
+
+
+def test_unknown_keywords_are_ignored() -> None:
+    g = compile_schema({"type": "string", "_format": "email", "x-foo": 1, "description": "d", "title": "t"})
+    assert g.validated == ()
+    assert compile_schema({"type": "string", "format": "no-such-format"}).validated == ()
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["person", "recursive_tree", "enum_union", "array_tuple"],
+)
+def test_golden(name: str) -> None:
+    with open(os.path.join(GOLDEN, name + ".json")) as f:
+        schema = json.load(f)
+    got = compile_schema(schema).lark
+    path = os.path.join(GOLDEN, name + ".lark")
+    if os.environ.get("UPDATE_GOLDEN"):
+        with open(path, "w") as f:
+            f.write(got)
+    with open(path) as f:
+        assert got == f.read()
