@@ -84,7 +84,8 @@ class OursAdapter:
 
     def compile(self, schema: Any) -> Any:
         try:
-            return self._grammar_cls.from_schema(schema, whitespace=self._whitespace, strict=True)
+            whitespace = "compact" if self._whitespace == "compact" else "flexible"
+            return self._grammar_cls.from_schema(schema, whitespace=whitespace, strict=True)
         except self._sdk_error as e:
             raise CompileFailed(f"{type(e).__name__}: {e}") from e
 

@@ -326,9 +326,9 @@ def determinize(nfa: Nfa, start: int, end: int) -> Dfa:
         for q in cur:
             for c, tgts in moves[q].items():
                 by_class.setdefault(c, set()).update(tgts)
-        for c, tgts in by_class.items():
+        for c, targets in by_class.items():
             nxt_set: set[int] = set()
-            for t in tgts:
+            for t in targets:
                 nxt_set |= closure(t)
             key = frozenset(nxt_set)
             d = ids.get(key)

@@ -339,9 +339,8 @@ class _Parser:
         self.i += 1
         if c in "dwsDWS":
             return Chars(_class_escape(c))
-        if c in _SIMPLE_ESCAPES and not (
-            c == "0" and self.peek() is not None and self.peek() in "01234567"
-        ):
+        nxt = self.peek()
+        if c in _SIMPLE_ESCAPES and not (c == "0" and nxt is not None and nxt in "01234567"):
             return self.char(ord(_SIMPLE_ESCAPES[c]))
         if c == "b" and in_class:
             return self.char(8)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from lark import Token, Tree
 from lark.exceptions import LarkError
@@ -88,7 +88,7 @@ class CompiledGrammar:
         schema: Any,
         *,
         strict: bool = False,
-        whitespace: str = "compact",
+        whitespace: Literal["compact", "flexible"] = "compact",
         close_objects: bool = False,
     ) -> CompiledGrammar:
         """JSON Schema → grammar text (`sdk.grammar.compile_schema`) → compiled grammar."""
@@ -98,7 +98,7 @@ class CompiledGrammar:
             schema,
             strict=strict,
             whitespace=whitespace,
-            close_objects=close_objects,  # type: ignore[arg-type]
+            close_objects=close_objects,
         )
         g = cls.from_lark(sg.lark)
         g.validated = tuple(sg.validated)
