@@ -9,7 +9,7 @@ Peer libraries are optional: they are imported lazily so the package imports wit
 from __future__ import annotations
 
 import json
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -84,7 +84,9 @@ class OursAdapter:
 
     def compile(self, schema: Any) -> Any:
         try:
-            whitespace = "compact" if self._whitespace == "compact" else "flexible"
+            whitespace: Literal["compact", "flexible"] = (
+                "compact" if self._whitespace == "compact" else "flexible"
+            )
             return self._grammar_cls.from_schema(schema, whitespace=whitespace, strict=True)
         except self._sdk_error as e:
             raise CompileFailed(f"{type(e).__name__}: {e}") from e
