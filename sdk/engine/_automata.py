@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import TooComplexError
 from . import _regex as rx
+from ._cache import BoundedCache
 
 MAX_NFA_STATES = 400_000
 MAX_DFA_STATES = 100_000
@@ -515,7 +516,7 @@ def compile_node(node: rx.Node) -> Dfa:
     return minimize(dfa) if dfa.n_states <= 20_000 else dfa
 
 
-_regex_cache: dict[tuple[str, bool], Dfa] = {}
+_regex_cache: BoundedCache[tuple[str, bool], Dfa] = BoundedCache(128 << 20)
 
 
 def compile_regex(text: str, *, ignore_case: bool = False) -> Dfa:
@@ -524,7 +525,5 @@ def compile_regex(text: str, *, ignore_case: bool = False) -> Dfa:
     dfa = _regex_cache.get(key)
     if dfa is None:
         dfa = compile_node(rx.parse(text, ignore_case=ignore_case))
-        if len(_regex_cache) > 2048:
-            _regex_cache.clear()
-        _regex_cache[key] = dfa
+        _regex_cache.put(key, dfa, dfa.trans.nbytes)
     return dfa

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import TooComplexError
 from . import _vocab
+from ._cache import BoundedCache
 from ._vocab import Vocab
 
 if TYPE_CHECKING:
@@ -32,7 +33,8 @@ State = frozenset[Config]
 
 MAX_STACK_DEPTH = 1000
 MAX_CONFIGS = 5000
-MAX_CACHE = 200_000
+MAX_CACHE = 100_000
+MASK_CACHE_BYTES = 64 << 20  # per (grammar, vocabulary) and per kind
 
 
 class Runtime:
@@ -67,8 +69,8 @@ class Runtime:
         self._completions: dict[tuple[Stack, int], tuple[Config, ...]] = {}
         self._step: dict[tuple[State, int], State] = {}
         self._token_step: dict[tuple[State, int], State] = {}
-        self._config_mask: dict[Config, np.ndarray] = {}
-        self._state_mask: dict[State, np.ndarray] = {}
+        self._config_mask: BoundedCache[Config, np.ndarray] = BoundedCache(MASK_CACHE_BYTES)
+        self._state_mask: BoundedCache[State, np.ndarray] = BoundedCache(MASK_CACHE_BYTES)
         self._accepting: dict[State, bool] = {}
         self.lock = threading.Lock()
         eos = np.zeros(vocab.packed_len * 8, dtype=bool)
@@ -214,10 +216,7 @@ class Runtime:
         if self.acc[lex]:
             for nxt in self.completions(stack, lex):
                 mask = mask | self.config_mask(nxt)
-        if len(self._config_mask) > MAX_CACHE // 10:
-            self._config_mask.clear()
-        self._config_mask[config] = mask
-        return mask
+        return self._config_mask.put(config, mask, mask.nbytes + 200)
 
     def rows_after(self, stack: Stack, lex: int, event: _vocab.Event) -> np.ndarray:
         """Of the event's token rows, those whose remaining bytes continue after `lex` ends."""
@@ -243,10 +242,7 @@ class Runtime:
             mask = np.zeros(self.vocab.packed_len, dtype=np.uint8)
         if self.accepting(state):
             mask = mask | self.eos_bits
-        if len(self._state_mask) > MAX_CACHE // 10:
-            self._state_mask.clear()
-        self._state_mask[state] = mask
-        return mask
+        return self._state_mask.put(state, mask, mask.nbytes + 200)
 
     def forced_bytes(self, state: State, limit: int = 256) -> bytes:
         """Bytes every continuation must start with (for fast-forward), stopping where it may end."""

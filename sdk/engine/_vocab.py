@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import _automata as au
+from ._cache import BoundedCache
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,11 +83,11 @@ class Walk:
     packed: np.ndarray | None
 
 
-_walk_cache: weakref.WeakKeyDictionary[Vocab, dict[tuple[int, int, int, int], Walk]] = (
+_walk_cache: weakref.WeakKeyDictionary[Vocab, BoundedCache[tuple[int, int, int, int], Walk]] = (
     weakref.WeakKeyDictionary()
 )
 _row_keys = itertools.count(1)
-MAX_WALK_CACHE = 50_000
+WALK_CACHE_BYTES = 256 << 20
 
 
 def classify(vocab: Vocab, dfa: au.Dfa, state: int) -> Walk:
@@ -101,17 +102,21 @@ def cached_walk(
     produced them, so the same boundary crossing is never walked twice."""
     cache = _walk_cache.get(vocab)
     if cache is None:
-        cache = _walk_cache.setdefault(vocab, {})
+        cache = _walk_cache.setdefault(vocab, BoundedCache(WALK_CACHE_BYTES))
     key = (dfa.serial, state, col, rows_key)
     got = cache.get(key)
     if got is None:
         accepted, events = walk(vocab, dfa, state, rows, col)
-        packed = pack_rows(vocab, accepted) if rows is None else None
-        got = Walk(accepted, events, packed)
-        if len(cache) >= MAX_WALK_CACHE:
-            cache.clear()
-        cache[key] = got
+        if rows is None:  # whole-vocabulary walks are only ever used as a bitmask
+            got = Walk(_NO_ROWS, events, pack_rows(vocab, accepted))
+        else:
+            got = Walk(accepted.astype(np.int32), events, None)
+        size = 200 + got.accepted.nbytes + sum(r.nbytes + 64 for _, r, _ in events)
+        cache.put(key, got, size + (got.packed.nbytes if got.packed is not None else 0))
     return got
+
+
+_NO_ROWS = np.zeros(0, dtype=np.int32)
 
 
 def pack_rows(vocab: Vocab, rows: np.ndarray) -> np.ndarray:
@@ -226,7 +231,7 @@ class _Groups:
     group_of_row: np.ndarray  # group index of every matrix row
 
 
-_group_cache: weakref.WeakKeyDictionary[Vocab, dict[Any, _Groups | None]] = (
+_group_cache: weakref.WeakKeyDictionary[Vocab, BoundedCache[Any, _Groups | None]] = (
     weakref.WeakKeyDictionary()
 )
 MAX_GROUPED_STATES = 4096
@@ -238,22 +243,20 @@ def _groups(vocab: Vocab, dfa: au.Dfa) -> _Groups | None:
     DFAs share (every JSON string DFA splits bytes the same way)."""
     cache = _group_cache.get(vocab)
     if cache is None:
-        cache = _group_cache.setdefault(vocab, {})
+        cache = _group_cache.setdefault(vocab, BoundedCache(64 << 20))
     if dfa.serial in cache:
-        return cache[dfa.serial]
+        return cache.get(dfa.serial)
     got: _Groups | None = None
     if dfa.n_states <= MAX_GROUPED_STATES and len(vocab.ids):
         _, byte_class = np.unique(dfa.trans.T, axis=0, return_inverse=True)
         byte_class = byte_class.reshape(-1).astype(np.uint8)
         partition = byte_class.tobytes()
         if partition in cache:
-            got = cache[partition]
+            got = cache.get(partition)
         else:
             got = _group_rows(vocab, byte_class)
-            cache[partition] = got
-    if len(cache) > 4096:
-        cache.clear()
-    cache[dfa.serial] = got
+            cache.put(partition, got, got.reps.nbytes + got.group_of_row.nbytes)
+    cache.put(dfa.serial, got, 64)
     return got
 
 

@@ -26,6 +26,7 @@ from lark.load_grammar import GrammarBuilder, _literal_to_pattern
 from ..errors import GrammarError, RegexError, SDKError
 from . import _automata as au
 from . import _regex as rx
+from ._cache import BoundedCache
 
 Symbol = tuple[str, int]  # ("T", terminal id) | ("R", rule id)
 
@@ -349,16 +350,14 @@ class _Builder:
             nfa.edges[s].append((("T", tid), e))
 
 
-_ast_cache: dict[rx.Node, au.Dfa] = {}
+_ast_cache: BoundedCache[rx.Node, au.Dfa] = BoundedCache(256 << 20)
 
 
 def _compile_ast(ast: rx.Node) -> au.Dfa:
     dfa = _ast_cache.get(ast)
     if dfa is None:
         dfa = au.compile_node(ast)
-        if len(_ast_cache) > 4096:
-            _ast_cache.clear()
-        _ast_cache[ast] = dfa
+        _ast_cache.put(ast, dfa, dfa.trans.nbytes)
     return dfa
 
 

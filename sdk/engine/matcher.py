@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -17,21 +16,19 @@ if TYPE_CHECKING:
 
     from .grammar import CompiledGrammar
 
-_runtimes: weakref.WeakKeyDictionary[Any, dict[int, Runtime]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
 def _runtime(grammar: CompiledGrammar, index: Any) -> Runtime:
+    """The grammar's tables for this vocabulary, kept on the grammar itself so that they die
+    with it (a registry keyed by grammar would keep every grammar alive through its tables)."""
     vocab = _vocab.vocab_of(index)
     with _lock:
-        per_grammar = _runtimes.get(grammar)
-        if per_grammar is None:
-            per_grammar = {}
-            _runtimes[grammar] = per_grammar
-        rt = per_grammar.get(id(vocab))
+        per_vocab: dict[int, Runtime] = grammar.__dict__.setdefault("_runtimes", {})
+        rt = per_vocab.get(id(vocab))
         if rt is None or rt.vocab is not vocab:
             rt = Runtime(grammar, vocab)
-            per_grammar[id(vocab)] = rt
+            per_vocab[id(vocab)] = rt
         return rt
 
 
