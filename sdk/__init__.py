@@ -1,0 +1,83 @@
+"""Pydantic-first, grammar-constrained function calling for local language models.
+
+    from sdk import Agent, tool
+
+    @tool
+    def get_weather(city: str) -> str: ...
+
+    result = Agent(tools=[get_weather]).run_sync("Weather in Paris?")
+
+Heavy parts (the agent loop, backends) load on first attribute access.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sdk.errors import SDKError
+from sdk.tools import ModelRetry, RunContext, Tool, ToolDefinitionError, tool
+
+if TYPE_CHECKING:
+    from sdk._agent_errors import (
+        AgentRunError,
+        RetriesExhausted,
+        StepLimitExceeded,
+        ToolExecutionError,
+        ToolNotOffered,
+        TruncationError,
+        UnexpectedModelBehavior,
+    )
+    from sdk.agent import Agent
+    from sdk.messages import Message
+    from sdk.result import RunResult, ToolCall, Usage
+
+__all__ = [
+    "Agent",
+    "AgentRunError",
+    "Message",
+    "ModelRetry",
+    "RetriesExhausted",
+    "RunContext",
+    "RunResult",
+    "SDKError",
+    "StepLimitExceeded",
+    "Tool",
+    "ToolCall",
+    "ToolDefinitionError",
+    "ToolExecutionError",
+    "ToolNotOffered",
+    "TruncationError",
+    "UnexpectedModelBehavior",
+    "Usage",
+    "tool",
+]
+
+_LAZY = {
+    "Agent": "sdk.agent",
+    "RunResult": "sdk.result",
+    "ToolCall": "sdk.result",
+    "Usage": "sdk.result",
+    "Message": "sdk.messages",
+    "AgentRunError": "sdk._agent_errors",
+    "RetriesExhausted": "sdk._agent_errors",
+    "StepLimitExceeded": "sdk._agent_errors",
+    "ToolExecutionError": "sdk._agent_errors",
+    "ToolNotOffered": "sdk._agent_errors",
+    "TruncationError": "sdk._agent_errors",
+    "UnexpectedModelBehavior": "sdk._agent_errors",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sdk' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -228,3 +228,11 @@ def test_dead_state_raises_instead_of_empty_mask() -> None:
     m.advance(0)  # EOS
     with pytest.raises(NoValidTokenError):
         m.mask()
+
+
+@pytest.mark.parametrize("text", ['start: "a"?', 'start: ("a" "b")*', 'start: x?\nx: "a"'])
+def test_empty_output_is_complete_when_the_grammar_allows_it(text: str) -> None:
+    m = Matcher(CompiledGrammar.from_lark(text), INDEX)
+    assert m.is_accepting() and m.is_allowed(0)
+    m.advance(TOKENS.index(b"a"))
+    assert m.is_accepting() == (text != 'start: ("a" "b")*')

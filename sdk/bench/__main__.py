@@ -11,6 +11,7 @@ subcommands:
   maskbench DIR   replay MaskBench JSON instances token by token through each engine's
                   mask (TBM, TTFM, correctness counts); see `maskbench --help`
   e2e             end-to-end generation benchmark (not implemented yet)
+  bfcl            BFCL "multiple" function calling, constrained vs unconstrained; see `bfcl --help`
 """
 
 
@@ -26,7 +27,17 @@ def _e2e(argv: list[str]) -> int:
     return 2
 
 
-COMMANDS: dict[str, Callable[[list[str]], int]] = {"maskbench": _maskbench, "e2e": _e2e}
+def _bfcl(argv: list[str]) -> int:
+    from .bfcl import main
+
+    return main(argv)
+
+
+COMMANDS: dict[str, Callable[[list[str]], int]] = {
+    "maskbench": _maskbench,
+    "e2e": _e2e,
+    "bfcl": _bfcl,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -136,6 +136,9 @@ class Runtime:
 
     def _initial(self) -> State:
         root: Stack = (self.grammar.rule_starts[self.grammar.start_rule],)
+        # Only the initial state holds lexers that have read nothing, so whether the empty
+        # string is complete is decided here once.
+        self.initial_accepts = self.expand(root)[1]
         return frozenset(self.starts(root))
 
     # ------------------------------------------------------------ lexer side
@@ -186,7 +189,7 @@ class Runtime:
     def accepting(self, state: State) -> bool:
         got = self._accepting.get(state)
         if got is None:
-            got = False
+            got = self.initial_accepts and state == self.initial
             for stack, lex in state:
                 if self.acc[lex]:
                     term = self.lex_term[lex]

@@ -80,11 +80,13 @@ class Matcher:
 
         Shared with the cache: do not modify it.
         """
-        mask = self._rt.state_mask(self._state)
+        state = self._state
+        rt = self._rt
+        if not state and not (len(self._history) == 1 and rt.initial_accepts):
+            raise NoValidTokenError("no token can continue the output (the output has ended)")
+        mask = rt.state_mask(state)
         if not mask.any():
-            raise NoValidTokenError(
-                "no token can continue the output" + (" (dead state)" if not self._state else "")
-            )
+            raise NoValidTokenError("no token can continue the output")
         return mask
 
     def mask(self) -> np.ndarray:

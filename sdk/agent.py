@@ -1,0 +1,548 @@
+"""`Agent`: a local model, tools and an optional output type, run as a tool-calling loop.
+
+Each step renders the conversation, generates one assistant turn under the turn grammar
+(`sdk.decoding.turn_grammar`), parses the calls out of it, validates their arguments with the
+tools' Pydantic models and runs the tools. Validation errors and `ModelRetry` go back to the
+model as tool results and it tries again (per-tool retry budget); a turn without calls ends
+the run with its text, or with its JSON validated into `output_type`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar, cast, overload
+
+import pydantic_core
+from pydantic import TypeAdapter, ValidationError
+
+from sdk._agent_errors import (
+    FailedAttempt,
+    RetriesExhausted,
+    StepLimitExceeded,
+    ToolExecutionError,
+    ToolNotOffered,
+    TruncationError,
+    UnexpectedModelBehavior,
+)
+from sdk.decoding.formats import HERMES, ParsedCall, ToolCallFormat, _strip_property_titles
+from sdk.decoding.generate import (
+    ModelBackend,
+    SamplingConfig,
+    TurnOutput,
+    TurnRequest,
+    generate_turn,
+)
+from sdk.decoding.turn_grammar import TurnGrammar, build_turn_grammar
+from sdk.messages import Message, ToolCallPart, coerce_messages
+from sdk.result import RunResult, ToolCall, Usage
+from sdk.tools import ModelRetry, RunContext, Tool, ToolDefinitionError, as_tool
+
+__all__ = ["Agent"]
+
+OutputT = TypeVar("OutputT")
+T = TypeVar("T")
+
+ToolErrors = Literal["return", "raise"]
+
+
+def _stop_policy(retries: Any) -> Callable[[int], bool]:
+    """`retries` as "stop after k failures?": an int n allows n retries
+    (= `tenacity.stop_after_attempt(n + 1)`); tenacity stop conditions are used as given."""
+    if isinstance(retries, int):
+        if retries < 0:
+            raise ValueError("retries must be >= 0")
+        return lambda failures: failures > retries
+    if not callable(retries):
+        raise TypeError(f"retries={retries!r}: expected an int or a tenacity stop condition")
+    from tenacity import RetryCallState
+
+    started = time.monotonic()
+
+    def stop(failures: int) -> bool:
+        state = RetryCallState(None, None, (), {})  # type: ignore[arg-type]
+        state.start_time = started
+        state.attempt_number = failures
+        state.outcome_timestamp = time.monotonic()
+        return bool(retries(state))
+
+    return stop
+
+
+def _format_validation_error(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(p) for p in err.get("loc", ())) or "(root)"
+        given = err.get("input")
+        shown = json.dumps(given, ensure_ascii=False, default=str)[:80]
+        lines.append(f"- {loc}: {err.get('msg')} (got {shown})")
+    return "\n".join(lines)
+
+
+def _result_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return pydantic_core.to_json(value, fallback=str).decode()
+    except Exception:  # noqa: BLE001 - anything unserializable: its repr
+        return repr(value)
+
+
+def _normalize_tools(tools: Iterable[Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in tools:
+        # Duck-typed tool objects (e.g. raw-schema adapters) pass as they are.
+        t = item if _is_tool_like(item) else as_tool(item)
+        if t.name in out:
+            raise ToolDefinitionError(f"duplicate tool name {t.name!r}", function=t.name)
+        out[t.name] = t
+    return out
+
+
+def _is_tool_like(obj: Any) -> bool:
+    return isinstance(obj, Tool) or all(
+        hasattr(obj, a) for a in ("name", "json_schema", "validate_args", "to_openai", "call")
+    )
+
+
+@dataclass
+class _Run:
+    """Mutable state of one run."""
+
+    messages: list[Message]
+    deps: Any
+    usage: Usage = field(default_factory=Usage)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    failures: dict[str, int] = field(default_factory=dict)
+    attempts: list[FailedAttempt] = field(default_factory=list)
+    last_raw: str = ""
+
+
+class Agent(Generic[OutputT]):
+    """A tool-calling agent on a local model; arguments always parse and validate.
+
+    model: None (the embedded SmolLM2-135M, loaded once per process on first use), a
+        `TransformersModel`, a `(model, tokenizer)` pair, "smollm2"/"gemma3"/a `.gguf` path/a
+        local HF directory, or a scripted `TestModel` / `FunctionModel`.
+    tools: functions (decorated with `@tool` or not), `Tool`s or Pydantic models.
+    output_type: the type of the final reply (`str` by default); anything else is generated as
+        JSON under its schema and validated (retried like tool arguments on failure).
+    tool_choice: "auto" (model decides), "required" (the turn must call tools), a tool name
+        (the turn must call it), or "none" (tools are neither shown nor callable). A single
+        "required" or name applies to the first turn, later turns are "auto" (forcing calls on
+        every turn could never end; the OpenAI Agents SDK resets it the same way). A list gives
+        one choice per turn, its last entry repeating: `["required", "none"]` = call, then
+        answer from the results (what small models do best).
+    retries: per-tool (and output) retry budget: an int (retries after the first attempt) or a
+        tenacity stop condition such as `stop_after_attempt(3) | stop_after_delay(30)`.
+    tool_errors: "return" sends a tool's exception text back to the model; "raise" ends the run
+        with `ToolExecutionError`.
+    parallel_tool_calls: allow several calls in one turn. Small models tend to repeat the same
+        call over and over; False ends the turn after its first call.
+    """
+
+    @overload
+    def __init__(
+        self: Agent[str],
+        model: Any = None,
+        *,
+        tools: Sequence[Any] = (),
+        output_type: None = None,
+        system_prompt: str | None = None,
+        tool_choice: str | Sequence[str] = "auto",
+        max_tokens: int = 512,
+        max_steps: int = 8,
+        retries: Any = 3,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        tool_errors: ToolErrors = "return",
+        parallel_tool_calls: bool = True,
+        call_format: ToolCallFormat = HERMES,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Agent[T],
+        model: Any = None,
+        *,
+        tools: Sequence[Any] = (),
+        output_type: type[T],
+        system_prompt: str | None = None,
+        tool_choice: str | Sequence[str] = "auto",
+        max_tokens: int = 512,
+        max_steps: int = 8,
+        retries: Any = 3,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        tool_errors: ToolErrors = "return",
+        parallel_tool_calls: bool = True,
+        call_format: ToolCallFormat = HERMES,
+    ) -> None: ...
+
+    def __init__(
+        self,
+        model: Any = None,
+        *,
+        tools: Sequence[Any] = (),
+        output_type: Any = None,
+        system_prompt: str | None = None,
+        tool_choice: str | Sequence[str] = "auto",
+        max_tokens: int = 512,
+        max_steps: int = 8,
+        retries: Any = 3,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        tool_errors: ToolErrors = "return",
+        parallel_tool_calls: bool = True,
+        call_format: ToolCallFormat = HERMES,
+    ) -> None:
+        self._model_spec = model
+        self._backend: ModelBackend | None = None
+        self._backend_lock = threading.Lock()
+        self.tools: dict[str, Any] = _normalize_tools(tools)
+        if isinstance(tool_choice, str):
+            choices: tuple[str, ...] = (
+                (tool_choice,) if tool_choice in ("auto", "none") else (tool_choice, "auto")
+            )
+        else:
+            choices = tuple(tool_choice)
+        if not choices:
+            raise ValueError("tool_choice must not be empty")
+        for c in choices:
+            if c not in ("auto", "required", "none") and c not in self.tools:
+                raise ValueError(f"tool_choice={c!r} is neither a mode nor an offered tool")
+            if c == "required" and not self.tools:
+                raise ValueError('tool_choice="required" needs at least one tool')
+        if tool_errors not in ("return", "raise"):
+            raise ValueError('tool_errors must be "return" or "raise"')
+        self.tool_choice = tool_choice
+        self._choices = choices
+        self.output_type = output_type
+        self._output_adapter: TypeAdapter[Any] | None = None
+        self._output_schema: dict[str, Any] | None = None
+        if output_type is not None and output_type is not str:
+            self._output_adapter = TypeAdapter(output_type)
+            self._output_schema = self._output_adapter.json_schema()
+        self.system_prompt = system_prompt
+        self.max_tokens = max_tokens
+        self.max_steps = max_steps
+        self.retries = retries
+        self._stop = _stop_policy(retries)
+        self.sampling = SamplingConfig(temperature=temperature, top_p=top_p, seed=seed)
+        self.tool_errors = tool_errors
+        self.format = call_format
+        self.parallel_tool_calls = parallel_tool_calls
+        # Compile the grammars now: a schema the grammar cannot express should fail here, not
+        # in the middle of a conversation.
+        for c in set(choices):
+            self._turn_grammar(c)
+
+    # ------------------------------------------------------------------ configuration
+
+    @property
+    def model(self) -> ModelBackend:
+        """The backend, resolved (and for named models loaded) on first use."""
+        with self._backend_lock:
+            if self._backend is None:
+                from sdk.backends.transformers import coerce_model
+
+                self._backend = cast(ModelBackend, coerce_model(self._model_spec))
+            return self._backend
+
+    def _turn_grammar(self, tool_choice: str) -> TurnGrammar:
+        return build_turn_grammar(
+            list(self.tools.values()),
+            tool_choice,
+            self._output_schema,
+            self.format,
+            parallel_tool_calls=self.parallel_tool_calls,
+        )
+
+    def _system_text(self) -> str | None:
+        parts = [self.system_prompt] if self.system_prompt else []
+        if self._output_schema is not None:
+            schema = json.dumps(_strip_property_titles(self._output_schema), ensure_ascii=False)
+            when = "When you have the final answer, reply" if self.tools else "Reply"
+            parts.append(f"{when} with JSON matching this JSON schema:\n{schema}")
+        return "\n\n".join(parts) if parts else None
+
+    def _start_messages(
+        self, prompt: str | None, history: Iterable[Message | Mapping[str, Any]] | None
+    ) -> tuple[list[Message], int]:
+        messages = coerce_messages(history)
+        system = self._system_text()
+        if system and not (messages and messages[0].role == "system"):
+            messages.insert(0, Message.system(system))
+        new_from = len(messages)
+        if prompt is not None:
+            messages.append(Message.user(prompt))
+        elif not messages or messages[-1].role == "assistant":
+            raise ValueError("nothing to answer: pass a prompt or a history ending in a user turn")
+        return messages, new_from
+
+    # ------------------------------------------------------------------ one model turn
+
+    def _generate(self, run: _Run, tool_choice: str) -> tuple[TurnOutput, TurnGrammar]:
+        from sdk.engine.matcher import Matcher
+
+        backend = self.model
+        grammar = self._turn_grammar(tool_choice)
+        # Every tool is shown (a named tool_choice narrows the grammar, not the prompt).
+        request = TurnRequest(
+            messages=tuple(run.messages),
+            tools=list(self.tools.values()) if tool_choice != "none" else [],
+            tool_choice=tool_choice,
+            output_schema=self._output_schema,
+            fmt=self.format,
+        )
+        matcher = Matcher(grammar.compiled, backend.index) if grammar.compiled else None
+        session = backend.begin_turn(request)
+        try:
+            out = generate_turn(
+                session,
+                matcher,
+                backend.index,
+                backend.tokenizer,
+                max_tokens=self.max_tokens,
+                sampling=self.sampling,
+            )
+        except UnexpectedModelBehavior as exc:
+            exc.messages = list(run.messages)
+            raise
+        run.usage.add(out.usage)
+        run.usage.steps += 1
+        run.last_raw = out.text
+        if not out.accepting:
+            opener = self.format.opener
+            in_call = not grammar.has_output or (
+                bool(grammar.tool_names)
+                and (opener in out.text or opener.startswith(out.text.lstrip()))
+            )
+            raise TruncationError(
+                f"max_tokens={self.max_tokens} ran out inside a "
+                + ("tool call" if in_call else "structured output"),
+                partial_text=out.text,
+                messages=list(run.messages),
+            )
+        return out, grammar
+
+    # ------------------------------------------------------------------ tools
+
+    def _fail(self, run: _Run, key: str, attempt: FailedAttempt) -> None:
+        run.attempts.append(attempt)
+        run.usage.retries += 1
+        run.failures[key] = run.failures.get(key, 0) + 1
+        if self._stop(run.failures[key]):
+            what = f"tool {key!r}" if attempt.tool_name is not None else "the output"
+            raise RetriesExhausted(
+                f"{what} failed {run.failures[key]} times; last error:\n{attempt.error}",
+                attempts=run.attempts,
+                messages=list(run.messages),
+                raw_output=attempt.raw,
+            )
+
+    async def _call_tool(self, run: _Run, call: ParsedCall, call_id: str, step: int) -> Message:
+        tool = self.tools.get(call.name)
+        if tool is None:
+            raise ToolNotOffered(call.name, messages=list(run.messages), raw_output=run.last_raw)
+        record = ToolCall(name=call.name, args=None, raw=call.raw, id=call_id, step=step)
+        run.tool_calls.append(record)
+        feedback: str | None = None
+        if call.error is not None:
+            feedback = f"Your tool call could not be parsed: {call.error}"
+        else:
+            try:
+                record.args = tool.validate_args(call.arguments)
+            except ValidationError as exc:
+                feedback = f"Validation feedback:\n{_format_validation_error(exc)}"
+        if record.args is not None:
+            ctx = RunContext(
+                deps=run.deps, tool_name=call.name, retry=run.failures.get(call.name, 0)
+            )
+            try:
+                if getattr(tool, "is_async", False):
+                    result = await tool.acall(record.args, ctx)
+                else:
+                    result = tool.call(record.args, ctx)
+                    if asyncio.iscoroutine(result):
+                        result = await result
+                record.result = result
+                return Message.tool(_result_text(result), tool_call_id=call_id, name=call.name)
+            except ModelRetry as exc:
+                feedback = exc.message
+            except Exception as exc:
+                record.error = f"{type(exc).__name__}: {exc}"
+                if self.tool_errors == "raise":
+                    raise ToolExecutionError(
+                        call.name,
+                        f"tool {call.name!r} raised {record.error}",
+                        messages=list(run.messages),
+                        raw_output=run.last_raw,
+                    ) from exc
+                return Message.tool(f"Error: {record.error}", tool_call_id=call_id, name=call.name)
+        record.error = feedback
+        self._fail(run, call.name, FailedAttempt(call.name, call.raw, feedback or "", step))
+        return Message.tool(
+            f"{feedback}\nFix the errors and call the tool again.",
+            tool_call_id=call_id,
+            name=call.name,
+        )
+
+    # ------------------------------------------------------------------ the loop
+
+    async def run(
+        self,
+        prompt: str | None = None,
+        *,
+        message_history: Iterable[Message | Mapping[str, Any]] | None = None,
+        deps: Any = None,
+        max_steps: int | None = None,
+    ) -> RunResult[OutputT]:
+        """Run the agent until the model answers without calling tools.
+
+        Generation runs in a worker thread (it is CPU/GPU bound); async tools are awaited on
+        this loop. Raises `StepLimitExceeded`, `RetriesExhausted`, `TruncationError`,
+        `ToolExecutionError` — each with the transcript in `.messages`.
+        """
+        messages, new_from = self._start_messages(prompt, message_history)
+        run = _Run(messages=messages, deps=deps)
+        limit = self.max_steps if max_steps is None else max_steps
+        for step in range(1, limit + 1):
+            tool_choice = self._choices[min(step, len(self._choices)) - 1]
+            out, grammar = await asyncio.to_thread(self._generate, run, tool_choice)
+            calls = self.format.parse(out.text) if grammar.tool_names else []
+            ids = [f"call_{step}_{i}" for i in range(len(calls))]
+            parts = [
+                ToolCallPart(i, c.name, c.arguments, c.raw) for i, c in zip(ids, calls, strict=True)
+            ]
+            run.messages.append(Message.assistant(out.text, parts))
+            if calls:
+                for call, call_id in zip(calls, ids, strict=True):
+                    run.messages.append(await self._call_tool(run, call, call_id, step))
+                continue
+            if self._output_adapter is None:
+                return self._result(run, cast(OutputT, out.text), out, new_from)
+            try:
+                value = self._output_adapter.validate_json(out.text)
+            except ValidationError as exc:
+                feedback = f"Validation feedback:\n{_format_validation_error(exc)}"
+                self._fail(run, "\x00output", FailedAttempt(None, out.text, feedback, step))
+                run.messages.append(
+                    Message.user(f"{feedback}\nFix the errors and reply again with valid JSON.")
+                )
+                continue
+            return self._result(run, cast(OutputT, value), out, new_from)
+        raise StepLimitExceeded(
+            f"no final answer after max_steps={limit} model turns",
+            messages=run.messages,
+            raw_output=run.last_raw,
+        )
+
+    def _result(
+        self, run: _Run, output: OutputT, out: TurnOutput, new_from: int
+    ) -> RunResult[OutputT]:
+        return RunResult(
+            output=output,
+            messages=run.messages,
+            tool_calls=run.tool_calls,
+            usage=run.usage,
+            finish_reason=out.finish_reason,
+            raw_output=out.text,
+            _new_from=new_from,
+        )
+
+    def run_sync(
+        self,
+        prompt: str | None = None,
+        *,
+        message_history: Iterable[Message | Mapping[str, Any]] | None = None,
+        deps: Any = None,
+        max_steps: int | None = None,
+    ) -> RunResult[OutputT]:
+        """`run` for synchronous code (also safe to call while an event loop is running)."""
+        return _run_blocking(
+            self.run(prompt, message_history=message_history, deps=deps, max_steps=max_steps)
+        )
+
+    def plan_sync(
+        self,
+        prompt: str | None = None,
+        *,
+        message_history: Iterable[Message | Mapping[str, Any]] | None = None,
+    ) -> RunResult[str]:
+        """One model turn, without running tools: which calls would the model make?
+
+        `tool_calls` holds the parsed calls with validated `args` (or the validation `error`);
+        `output` is the turn's raw text. No retries. Used by the BFCL benchmark.
+        """
+        messages, new_from = self._start_messages(prompt, message_history)
+        run = _Run(messages=messages, deps=None)
+        out, grammar = self._generate(run, self._choices[0])
+        calls = self.format.parse(out.text) if grammar.tool_names else []
+        ids = [f"call_1_{i}" for i in range(len(calls))]
+        run.messages.append(
+            Message.assistant(
+                out.text,
+                [
+                    ToolCallPart(i, c.name, c.arguments, c.raw)
+                    for i, c in zip(ids, calls, strict=True)
+                ],
+            )
+        )
+        for call, call_id in zip(calls, ids, strict=True):
+            record = ToolCall(name=call.name, args=None, raw=call.raw, id=call_id, step=1)
+            tool = self.tools.get(call.name)
+            if call.error is not None:
+                record.error = call.error
+            elif tool is None:
+                record.error = f"tool {call.name!r} was not offered"
+            else:
+                try:
+                    record.args = tool.validate_args(call.arguments)
+                except ValidationError as exc:
+                    record.error = _format_validation_error(exc)
+            run.tool_calls.append(record)
+        return RunResult(
+            output=out.text,
+            messages=run.messages,
+            tool_calls=run.tool_calls,
+            usage=run.usage,
+            finish_reason=out.finish_reason,
+            raw_output=out.text,
+            _new_from=new_from,
+        )
+
+    def __repr__(self) -> str:
+        out = getattr(self.output_type, "__name__", self.output_type)
+        return (
+            f"Agent(tools={list(self.tools)}, tool_choice={self.tool_choice!r}, output_type={out})"
+        )
+
+
+def _run_blocking(coro: Coroutine[Any, Any, T]) -> T:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    # Already inside an event loop (Jupyter, async frameworks): run in a private one.
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = exc
+
+    th = threading.Thread(target=target, name="sdk-run-sync")
+    th.start()
+    th.join()
+    if "error" in box:
+        raise box["error"]
+    return cast(T, box["value"])

@@ -1,0 +1,324 @@
+"""A local transformers causal LM as an agent backend: prompt rendering and KV-cached decoding.
+
+Prompts go through the tokenizer's chat template. Templates that take `tools=` (Qwen, Llama
+3.1, Hermes, ...) render the tools themselves and get tool results as `role: "tool"` messages;
+for the others (SmolLM2's, for one) the tools are described in the system prompt in the
+Hermes style (`ToolCallFormat.tools_prompt`) and results come back as a user turn wrapped in
+`<tool_response>` tags, which is how Hermes-format models were trained. Tokenizers without
+any template (GGUF conversions such as Gemma-3's) get a built-in Gemma or ChatML one.
+
+Decoding keeps the KV cache of the previous turn: the next turn's prompt usually extends it (the
+same conversation plus the assistant reply and tool results), so only the new suffix is run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import threading
+import weakref
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from sdk.decoding.generate import TurnRequest
+
+if TYPE_CHECKING:
+    import torch
+
+    from sdk.engine.tokenizer import TokenizerIndex
+
+__all__ = ["TransformersModel", "render_prompt", "template_supports_tools"]
+
+
+# ------------------------------------------------------------------------------ prompts
+
+_TOOLS_SUPPORT: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+_PROBE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "sdk_probe_tool_x7",
+        "description": "probe",
+        "parameters": {"type": "object", "properties": {}},
+    },
+}
+
+
+# Templates for tokenizers that ship without one (GGUF conversions often lose it).
+_GEMMA_TEMPLATE = (
+    "{{ bos_token }}"
+    "{% set ns = namespace(sys='') %}"
+    "{% if messages and messages[0]['role'] == 'system' %}"
+    "{% set ns.sys = messages[0]['content'] + '\n\n' %}{% set messages = messages[1:] %}"
+    "{% endif %}"
+    "{% for m in messages %}"
+    "{{ '<start_of_turn>' + ('model' if m['role'] == 'assistant' else 'user') + '\n' }}"
+    "{{ (ns.sys if loop.first else '') + m['content'] + '<end_of_turn>\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}"
+)
+_CHATML_TEMPLATE = (
+    "{% for m in messages %}"
+    "{{ '<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def chat_template(tokenizer: Any) -> str | None:
+    """The tokenizer's own template, else a built-in one: Gemma's turn format when the
+    vocabulary has `<start_of_turn>`, ChatML otherwise. None: use the tokenizer's."""
+    if getattr(tokenizer, "chat_template", None):
+        return None
+    vocab = tokenizer.get_vocab()
+    return _GEMMA_TEMPLATE if "<start_of_turn>" in vocab else _CHATML_TEMPLATE
+
+
+def _apply(tokenizer: Any, messages: list[dict[str, Any]], **kwargs: Any) -> str:
+    template = chat_template(tokenizer)
+    if template is not None:
+        kwargs["chat_template"] = template
+    return str(
+        tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True, **kwargs
+        )
+    )
+
+
+def template_supports_tools(tokenizer: Any) -> bool:
+    """Whether the chat template renders `tools=` (rendering with and without them differs)."""
+    try:
+        return _TOOLS_SUPPORT[tokenizer]
+    except (KeyError, TypeError):
+        pass
+    msgs = [{"role": "user", "content": "hi"}]
+    try:
+        plain = _apply(tokenizer, msgs)
+        with_tools = _apply(tokenizer, msgs, tools=[_PROBE_TOOL])
+        supported = plain != with_tools and "sdk_probe_tool_x7" in with_tools
+    except Exception:  # noqa: BLE001 - any template failure means "no native tools"
+        supported = False
+    with contextlib.suppress(TypeError):
+        _TOOLS_SUPPORT[tokenizer] = supported
+    return supported
+
+
+def _fallback_dicts(request: TurnRequest) -> list[dict[str, Any]]:
+    """Messages for templates without tool support: tools in the system prompt, results as
+    `<tool_response>` user turns (consecutive results share one turn)."""
+    fmt = request.fmt
+    out: list[dict[str, Any]] = []
+    for m in request.messages:
+        if m.role == "tool":
+            text = fmt.tool_result_text(m.name or "", m.content)
+            if out and out[-1]["role"] == "user" and out[-1].get("_tool_results"):
+                out[-1]["content"] += "\n" + text
+            else:
+                out.append({"role": "user", "content": text, "_tool_results": True})
+        else:
+            out.append({"role": m.role, "content": m.content})
+    if request.tools:
+        tools_text = fmt.tools_prompt([t.to_openai() for t in request.tools])
+        if out and out[0]["role"] == "system":
+            out[0]["content"] = f"{out[0]['content']}\n\n{tools_text}"
+        else:
+            out.insert(0, {"role": "system", "content": tools_text})
+    for d in out:
+        d.pop("_tool_results", None)
+    return out
+
+
+def render_prompt(tokenizer: Any, request: TurnRequest) -> str:
+    """The prompt text of one assistant turn (generation prompt included)."""
+    if request.tools and template_supports_tools(tokenizer):
+        msgs = [m.to_dict() for m in request.messages]
+        for d in msgs:  # the raw text already holds the calls; don't render them twice
+            d.pop("tool_calls", None)
+        return _apply(tokenizer, msgs, tools=[t.to_openai() for t in request.tools])
+    return _apply(tokenizer, _fallback_dicts(request))
+
+
+def encode_prompt(tokenizer: Any, text: str) -> list[int]:
+    # The template already wrote BOS/special tokens where the model wants them.
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def index_for(tokenizer: Any) -> TokenizerIndex:
+    """One `TokenizerIndex` per tokenizer (`from_hf` caches in memory and on disk)."""
+    from sdk.engine.tokenizer import TokenizerIndex
+
+    return TokenizerIndex.from_hf(tokenizer)
+
+
+# ------------------------------------------------------------------------------ the model
+
+
+def _default_threads() -> int:
+    # Decoding a small model is latency-bound: on a busy 2-core machine, 2 OpenMP threads spin
+    # against each other and run ~10x slower than 1. Half the cores is a safe default.
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
+class TransformersModel:
+    """A `transformers` causal LM + its tokenizer, driven token by token with a KV cache.
+
+    `num_threads` is the torch thread count used while decoding on CPU (restored afterwards);
+    None picks half the cores. Sessions are serialized per model by a lock.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, *, num_threads: int | None = None) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.num_threads = num_threads
+        self._index: TokenizerIndex | None = None
+        self._lock = threading.Lock()
+        self._last: tuple[list[int], Any] | None = None  # (ids in the cache, cache)
+        params = inspect.signature(model.forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        self._keep_kw = next(
+            (k for k in ("logits_to_keep", "num_logits_to_keep") if k in params), None
+        )
+
+    @classmethod
+    def from_pretrained(
+        cls, spec: str | os.PathLike[str] = "smollm2", **kwargs: Any
+    ) -> TransformersModel:
+        """Load "smollm2", "gemma3", a `.gguf` file or a local HF directory (offline)."""
+        from sdk.backends.embedded import load_model
+
+        model, tokenizer = load_model(spec)
+        return cls(model, tokenizer, **kwargs)
+
+    load = from_pretrained
+
+    @property
+    def index(self) -> TokenizerIndex:
+        if self._index is None:
+            self._index = index_for(self.tokenizer)
+        return self._index
+
+    def render(self, request: TurnRequest) -> list[int]:
+        return encode_prompt(self.tokenizer, render_prompt(self.tokenizer, request))
+
+    def begin_turn(self, request: TurnRequest) -> _HFSession:
+        return _HFSession(self, self.render(request))
+
+    @contextlib.contextmanager
+    def _threads(self) -> Iterator[None]:
+        import torch
+
+        device = getattr(self.model, "device", None)
+        if device is not None and getattr(device, "type", "cpu") != "cpu":
+            yield
+            return
+        old = torch.get_num_threads()
+        torch.set_num_threads(self.num_threads or min(old, _default_threads()))
+        try:
+            yield
+        finally:
+            torch.set_num_threads(old)
+
+    def _take_cache(self, prompt: list[int]) -> tuple[Any, int]:
+        """The previous turn's cache cropped to its common prefix with `prompt` (≥1 token left
+        to run, so prefill always yields logits)."""
+        last, self._last = self._last, None
+        if last is None:
+            return None, 0
+        ids, cache = last
+        n = 0
+        limit = min(len(ids), len(prompt) - 1)
+        while n < limit and ids[n] == prompt[n]:
+            n += 1
+        if n == 0:
+            return None, 0
+        try:
+            if len(ids) > n:
+                cache.crop(-(len(ids) - n))
+            if cache.get_seq_length() != n:
+                return None, 0
+        except Exception:  # noqa: BLE001 - a cache type without crop: start over
+            return None, 0
+        return cache, n
+
+    def _forward(self, ids: Sequence[int], cache: Any) -> tuple[torch.Tensor, Any]:
+        import torch
+
+        input_ids = torch.tensor([list(ids)], dtype=torch.long, device=self.model.device)
+        kwargs: dict[str, Any] = {"input_ids": input_ids, "use_cache": True}
+        if cache is not None:
+            kwargs[self._cache_kw] = cache
+        if self._keep_kw is not None:
+            kwargs[self._keep_kw] = 1
+        with torch.no_grad():  # not inference_mode: the loop masks the logits in place
+            out = self.model(**kwargs)
+        new_cache = out.get("cache", None) if self._cache_kw == "cache" else None
+        if new_cache is None:
+            new_cache = out.get("past_key_values", None)
+        return out.logits[0, -1], new_cache
+
+
+class _HFSession:
+    def __init__(self, owner: TransformersModel, prompt_ids: list[int]) -> None:
+        self.owner = owner
+        self.prompt_ids = prompt_ids
+        self.cached_tokens = 0
+        self._ids: list[int] = []
+        self._cache: Any = None
+        self._threads: contextlib.ExitStack | None = None
+
+    def prefill(self) -> torch.Tensor:
+        self._threads = contextlib.ExitStack()
+        self._threads.enter_context(self.owner._lock)
+        self._threads.enter_context(self.owner._threads())
+        cache, n = self.owner._take_cache(self.prompt_ids)
+        self.cached_tokens = n
+        self._cache = cache
+        self._ids = list(self.prompt_ids[:n])
+        return self.feed(self.prompt_ids[n:])
+
+    def feed(self, ids: Sequence[int]) -> torch.Tensor:
+        logits, self._cache = self.owner._forward(ids, self._cache)
+        self._ids.extend(ids)
+        return logits
+
+    def close(self) -> None:
+        if self._threads is None:
+            return
+        if self._cache is not None:
+            self.owner._last = (self._ids, self._cache)
+        stack, self._threads = self._threads, None
+        stack.close()
+
+
+def coerce_model(model: Any) -> Any:
+    """An agent's `model=` argument as a backend (see `Agent`)."""
+    if model is None:
+        return default_model()
+    if hasattr(model, "begin_turn") and hasattr(model, "index"):
+        return model
+    if isinstance(model, tuple) and len(model) == 2:
+        return TransformersModel(*model)
+    if isinstance(model, str | os.PathLike):
+        return _named_model(str(model))
+    raise TypeError(
+        f"model={model!r}: expected None (embedded SmolLM2), a TransformersModel, a "
+        "(model, tokenizer) pair, a model name or path, or a test model"
+    )
+
+
+_NAMED: dict[str, TransformersModel] = {}
+_NAMED_LOCK = threading.Lock()
+
+
+def _named_model(spec: str) -> TransformersModel:
+    """Loaded once per process and spec: loading weights costs seconds."""
+    with _NAMED_LOCK:
+        hit = _NAMED.get(spec)
+        if hit is None:
+            hit = _NAMED[spec] = TransformersModel.from_pretrained(spec)
+        return hit
+
+
+def default_model() -> TransformersModel:
+    """The embedded SmolLM2-135M-Instruct (offline, converted once and cached on disk)."""
+    return _named_model("smollm2")

@@ -1,0 +1,233 @@
+"""The decoding loop, independent of where logits come from.
+
+A backend opens a `DecodeSession` for one assistant turn (prompt already rendered); the loop
+asks it for logits, masks them with the turn's `Matcher` (EOS only where the output is
+complete), picks a token, and feeds it back. **Fast-forward**: after each token, the bytes
+every valid continuation must start with (`Matcher.forced_bytes`) are tokenized and appended
+without sampling, all fed to the model in ONE forward pass: a tool call's envelope and key
+names cost one pass instead of one per token.
+
+The scripted test models implement the same session protocol (their "logits" pick the
+scripted token), so tests exercise exactly this loop and the real grammar.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sdk._agent_errors import UnexpectedModelBehavior
+from sdk.decoding.formats import HERMES, ToolCallFormat
+from sdk.errors import MatcherError
+from sdk.result import Usage
+
+if TYPE_CHECKING:
+    import torch
+
+    from sdk.decoding.turn_grammar import ToolSpec
+    from sdk.engine.matcher import Matcher
+    from sdk.engine.tokenizer import TokenizerIndex
+    from sdk.messages import Message
+
+__all__ = [
+    "DecodeSession",
+    "ModelBackend",
+    "SamplingConfig",
+    "TurnOutput",
+    "TurnRequest",
+    "generate_turn",
+]
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    """Everything a backend needs to render the prompt of one assistant turn."""
+
+    messages: Sequence[Message]
+    tools: Sequence[ToolSpec]  # tools offered (and rendered) this turn; empty for "none"
+    tool_choice: str = "auto"
+    output_schema: Mapping[str, Any] | None = None
+    fmt: ToolCallFormat = HERMES
+
+
+class DecodeSession(Protocol):
+    """One turn's incremental forward passes over a fixed prompt (KV cache inside)."""
+
+    prompt_ids: Sequence[int]
+    cached_tokens: int  # prompt tokens reused from an earlier turn's KV cache
+
+    def prefill(self) -> torch.Tensor:
+        """Run the prompt; logits (1-D, vocab) for the first generated token."""
+        ...
+
+    def feed(self, ids: Sequence[int]) -> torch.Tensor:
+        """Append `ids` (one forward pass); logits for the token after them."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class ModelBackend(Protocol):
+    """A model the agent can drive: a tokenizer, its byte index, and turn sessions."""
+
+    tokenizer: Any
+    index: TokenizerIndex
+
+    def begin_turn(self, request: TurnRequest) -> DecodeSession: ...
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """Greedy when `temperature == 0`; otherwise seeded sampling with optional nucleus."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+
+
+@dataclass
+class TurnOutput:
+    """One generated turn: text, ids, why it stopped, and whether the grammar was complete."""
+
+    text: str
+    token_ids: list[int]
+    finish_reason: str  # "stop" | "length"
+    accepting: bool  # the matcher accepted the output (always True without a grammar)
+    usage: Usage = field(default_factory=Usage)
+
+
+def _valid_utf8_prefix(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return data[: exc.start].decode("utf-8")
+
+
+def forced_token_ids(
+    matcher: Matcher, index: TokenizerIndex, tokenizer: Any, budget: int
+) -> list[int]:
+    """Tokenize the matcher's forced bytes and advance through them (at most `budget` tokens).
+
+    Keeps only the prefix whose tokens spell forced bytes exactly and that the matcher accepts,
+    so the appended tokens are always ones the model could have sampled.
+    """
+    forced = matcher.forced_bytes()
+    if not forced or budget <= 0:
+        return []
+    text = _valid_utf8_prefix(forced)
+    if not text:
+        return []
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    taken: list[int] = []
+    pos = 0
+    tb = index.token_bytes
+    for tid in ids:
+        if len(taken) >= budget:
+            break
+        piece = tb[tid] if 0 <= tid < len(tb) else b""
+        if not piece or forced[pos : pos + len(piece)] != piece:
+            break
+        if not matcher.try_advance(tid):
+            break
+        taken.append(tid)
+        pos += len(piece)
+    return taken
+
+
+def _choose(logits: torch.Tensor, cfg: SamplingConfig, generator: Any) -> int:
+    import torch
+
+    if cfg.temperature <= 0:
+        return int(torch.argmax(logits).item())
+    probs = torch.softmax(logits.float() / cfg.temperature, dim=-1)
+    if cfg.top_p < 1.0:
+        sorted_p, order = torch.sort(probs, descending=True)
+        keep = torch.cumsum(sorted_p, dim=-1) - sorted_p < cfg.top_p
+        keep[0] = True
+        probs = torch.zeros_like(probs).scatter_(0, order[keep], sorted_p[keep])
+    return int(torch.multinomial(probs, 1, generator=generator).item())
+
+
+def generate_turn(
+    session: DecodeSession,
+    matcher: Matcher | None,
+    index: TokenizerIndex,
+    tokenizer: Any,
+    *,
+    max_tokens: int,
+    sampling: SamplingConfig = SamplingConfig(),  # noqa: B008 - frozen dataclass
+    fast_forward: bool = True,
+) -> TurnOutput:
+    """Generate one turn. Raises `UnexpectedModelBehavior` if the grammar leaves no token the
+    model may pick (only scripted test models can get there: a real model's full distribution
+    always meets a non-empty mask)."""
+    import torch
+
+    usage = Usage(prompt_tokens=len(session.prompt_ids))
+    generator = None
+    if sampling.temperature > 0:
+        generator = torch.Generator()
+        if sampling.seed is not None:
+            generator.manual_seed(sampling.seed)
+    eos = index.eos_ids
+    out: list[int] = []
+    finish = "length"
+    t_start = time.perf_counter()
+    mask_time = 0.0
+    try:
+        logits = session.prefill()
+        usage.cached_prompt_tokens = session.cached_tokens
+        usage.forward_passes += 1
+        while len(out) < max_tokens:
+            logits = logits.float()
+            if matcher is not None:
+                t0 = time.perf_counter()
+                try:
+                    matcher.apply_to_logits(logits)
+                except MatcherError as exc:  # dead state: cannot happen with a sound grammar
+                    raise _rejected(index, out, str(exc)) from exc
+                mask_time += time.perf_counter() - t0
+                if bool(torch.isneginf(logits).all()):
+                    raise _rejected(index, out, "the grammar allows none of the model's tokens")
+            tid = _choose(logits, sampling, generator)
+            if tid in eos:
+                if matcher is not None:
+                    matcher.advance(tid)
+                finish = "stop"
+                break
+            t0 = time.perf_counter()
+            if matcher is not None:
+                matcher.advance(tid)
+            out.append(tid)
+            feed = [tid]
+            if matcher is not None and fast_forward:
+                forced = forced_token_ids(matcher, index, tokenizer, max_tokens - len(out))
+                feed += forced
+                out += forced
+                usage.forced_tokens += len(forced)
+            terminated = matcher is not None and matcher.is_terminated()
+            mask_time += time.perf_counter() - t0
+            if terminated:
+                finish = "stop"  # only EOS could follow: skip the forward pass
+                break
+            if len(out) >= max_tokens:
+                break
+            logits = session.feed(feed)
+            usage.forward_passes += 1
+    finally:
+        session.close()
+    usage.completion_tokens = len(out)
+    usage.mask_time_s = mask_time
+    usage.generation_time_s = time.perf_counter() - t_start
+    text = index.decode_bytes(out).decode("utf-8", errors="replace")
+    accepting = matcher is None or matcher.is_accepting() or finish == "stop"
+    return TurnOutput(text, out, finish, accepting, usage)
+
+
+def _rejected(index: TokenizerIndex, out: list[int], why: str) -> UnexpectedModelBehavior:
+    partial = index.decode_bytes(out).decode("utf-8", errors="replace")
+    return UnexpectedModelBehavior(
+        f"output rejected by the turn grammar after {partial[-80:]!r}: {why}", raw_output=partial
+    )

@@ -1,0 +1,281 @@
+"""One grammar per assistant turn, built from the offered tools, `tool_choice` and output type.
+
+All tools share ONE JSON Schema for the call body::
+
+    {"$defs": {...hoisted...}, "anyOf": [
+        {"type": "object", "properties": {"name": {"const": "t1"}, "arguments": <t1 schema>},
+         "required": ["name", "arguments"], "additionalProperties": false}, ...]}
+
+so the tool name selects the arguments grammar and a name that was not offered cannot be
+written. Each tool's `$defs` move to the root under a `t<i>_` prefix (tools may reuse def names
+such as `Address`), and its `$ref`s are rewritten. The schema compiles to Lark text whose names
+are then prefixed (`cb_`/`CB_`, output: `out_`/`OUT_`), so they can never collide with the turn
+rules written here. Modes:
+
+- `"required"` / a tool name: `start: call (SEP call)*` (a name offers that tool only;
+  without parallel calls, `start: call`);
+- `"auto"`: `start: TEXT? (call TEXT?)*`, where TEXT is any text that does not contain the
+  call opener: free text is unconstrained, writing the opener enters the call grammar, and a
+  call once opened must be completed validly. With an `output_type`: `start: calls | output`;
+- `"none"`: no grammar (tools are not offered), unless an `output_type` constrains the reply.
+
+Compiled grammars are cached per (format, mode, tool schemas, output schema).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from sdk.decoding.formats import HERMES, ToolCallFormat
+
+if TYPE_CHECKING:
+    from sdk.engine.grammar import CompiledGrammar
+
+__all__ = [
+    "ToolChoice",
+    "ToolSpec",
+    "TurnGrammar",
+    "build_turn_grammar",
+    "call_body_schema",
+    "prefix_lark_names",
+]
+
+ToolChoice = Literal["auto", "required", "none"] | str
+
+
+class ToolSpec(Protocol):
+    """What the grammar needs of a tool (`sdk.tools.Tool` and raw-schema adapters have it)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def json_schema(self) -> dict[str, Any]: ...
+
+    def to_openai(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class TurnGrammar:
+    """The grammar of one assistant turn; `compiled is None` means unconstrained generation."""
+
+    mode: str  # "auto" | "required" | "output" | "none"
+    lark: str | None
+    compiled: CompiledGrammar | None
+    tool_names: tuple[str, ...]
+    has_output: bool
+
+    @property
+    def constrained(self) -> bool:
+        return self.compiled is not None
+
+
+# ------------------------------------------------------------------------------ schema merging
+
+_REF_PREFIXES = ("#/$defs/", "#/definitions/")
+
+
+def _rewrite_refs(node: Any, prefix: str, root_name: str, used_root: list[bool]) -> Any:
+    if isinstance(node, dict):
+        out: dict[str, Any] = {}
+        for k, v in node.items():
+            if k == "$ref" and isinstance(v, str):
+                out[k] = _rewrite_ref(v, prefix, root_name, used_root)
+            elif k in ("properties", "patternProperties", "$defs", "definitions") and isinstance(
+                v, dict
+            ):
+                # Keys here are names, never keywords: only rewrite the values.
+                out[k] = {n: _rewrite_refs(s, prefix, root_name, used_root) for n, s in v.items()}
+            else:
+                out[k] = _rewrite_refs(v, prefix, root_name, used_root)
+        return out
+    if isinstance(node, list):
+        return [_rewrite_refs(v, prefix, root_name, used_root) for v in node]
+    return node
+
+
+def _rewrite_ref(ref: str, prefix: str, root_name: str, used_root: list[bool]) -> str:
+    for p in _REF_PREFIXES:
+        if ref.startswith(p):
+            return f"#/$defs/{prefix}{ref[len(p) :]}"
+    if ref == "#" or ref.startswith("#/"):
+        used_root[0] = True  # a reference into the tool's own root: hoist the root too
+        return f"#/$defs/{root_name}{ref[1:]}"
+    return ref  # remote refs: left for the compiler to report
+
+
+def call_body_schema(tools: Sequence[ToolSpec]) -> dict[str, Any]:
+    """The single JSON Schema of a call body `{"name":..,"arguments":..}` over all tools."""
+    defs: dict[str, Any] = {}
+    variants: list[dict[str, Any]] = []
+    for i, t in enumerate(tools):
+        schema = dict(t.json_schema)
+        prefix = f"t{i}_"
+        root_name = f"t{i}__root"
+        local_defs = {
+            **(schema.pop("definitions", None) or {}),
+            **(schema.pop("$defs", None) or {}),
+        }
+        used_root = [False]
+        for name, sub in local_defs.items():
+            defs[prefix + name] = _rewrite_refs(sub, prefix, root_name, used_root)
+        args = _rewrite_refs(schema, prefix, root_name, used_root)
+        if used_root[0]:
+            defs[root_name] = args
+            args = {"$ref": f"#/$defs/{root_name}"}
+        variants.append(
+            {
+                "type": "object",
+                "properties": {"name": {"const": t.name}, "arguments": args},
+                "required": ["name", "arguments"],
+                "additionalProperties": False,
+            }
+        )
+    body: dict[str, Any] = {"anyOf": variants} if len(variants) > 1 else variants[0]
+    if defs:
+        body = {"$defs": defs, **body}
+    return body
+
+
+# ------------------------------------------------------------------------------ Lark text
+
+_LARK_TOKEN = re.compile(
+    r"""
+    (?P<comment>//[^\n]*)
+  | (?P<string>"(?:\\.|[^"\\])*"i?)
+  | (?P<regex>/(?!/)(?:\\.|[^/\\\n])+/[imslux]*)
+  | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<other>.)
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+
+
+def prefix_lark_names(text: str, prefix: str) -> str:
+    """Prefix every rule (`prefix`) and terminal (`PREFIX`) name, outside literals and regexes."""
+    out: list[str] = []
+    for m in _LARK_TOKEN.finditer(text):
+        name = m.group("name")
+        if name is None:
+            out.append(m.group(0))
+        elif name.lstrip("_")[:1].isupper():
+            out.append(prefix.upper() + name)
+        else:
+            out.append(prefix + name)
+    return "".join(out)
+
+
+def _schema_lark(schema: Any, prefix: str) -> str:
+    from sdk.grammar import compile_schema
+
+    sg = compile_schema(schema, whitespace="compact", close_objects=True)
+    return prefix_lark_names(sg.lark, prefix)
+
+
+def _lark_regex(pattern: str) -> str:
+    return "/" + pattern.replace("/", "\\/") + "/"
+
+
+def _text_regex(fmt: ToolCallFormat) -> str:
+    """Any non-empty text that never contains the call opener (a lookahead subtracts it)."""
+    return _lark_regex(r"(?![\s\S]*" + re.escape(fmt.opener) + r")[\s\S]+")
+
+
+def _turn_lark(
+    tools: Sequence[ToolSpec],
+    mode: str,
+    output_schema: Mapping[str, Any] | None,
+    fmt: ToolCallFormat,
+    parallel: bool,
+) -> str:
+    parts: list[str] = []
+    if mode == "output":
+        parts.append("start: out_start")
+    else:
+        calls = f"call ({fmt.separator_rule()} call)*" if parallel else "call"
+        if mode == "required":
+            parts.append(f"start: {calls}")
+        elif output_schema is not None:
+            parts.append(f"start: {calls} | out_start")
+        else:
+            # Without parallel calls the turn ends with its one call.
+            parts.append("start: TEXT? (call TEXT?)*" if parallel else "start: TEXT | TEXT? call")
+            # TEXT: anything that never contains the opener (see grammar-dialect.md, lookahead).
+            parts.append("TEXT: " + _text_regex(fmt))
+        parts.append(f"call: {fmt.call_rule('cb_start')}")
+        parts.append(_schema_lark(call_body_schema(tools), "cb_"))
+    if output_schema is not None:
+        parts.append(_schema_lark(dict(output_schema), "out_"))
+    return "\n".join(parts) + "\n"
+
+
+# ------------------------------------------------------------------------------ entry point
+
+_CACHE: OrderedDict[str, TurnGrammar] = OrderedDict()
+_CACHE_SIZE = 64
+_LOCK = threading.Lock()
+
+
+def build_turn_grammar(
+    tools: Sequence[ToolSpec],
+    tool_choice: ToolChoice = "auto",
+    output_schema: Mapping[str, Any] | None = None,
+    fmt: ToolCallFormat = HERMES,
+    *,
+    parallel_tool_calls: bool = True,
+) -> TurnGrammar:
+    """The (cached) grammar of one assistant turn. Raises `ValueError` for a bad `tool_choice`.
+
+    `output_schema` is the JSON Schema of a structured final reply (None: free text).
+    `parallel_tool_calls=False` allows at most one call per turn (the turn ends after it).
+    """
+    names = tuple(t.name for t in tools)
+    if tool_choice not in ("auto", "required", "none"):
+        if tool_choice not in names:
+            raise ValueError(f"tool_choice={tool_choice!r} names no offered tool {list(names)}")
+        tools = [t for t in tools if t.name == tool_choice]
+        mode = "required"
+    elif tool_choice == "none" or not tools:
+        if tool_choice == "required":
+            raise ValueError('tool_choice="required" needs at least one tool')
+        tools, mode = [], "output" if output_schema is not None else "none"
+    else:
+        mode = tool_choice
+    names = tuple(t.name for t in tools)
+    if mode == "none":
+        return TurnGrammar("none", None, None, (), False)
+
+    key = json.dumps(
+        [
+            fmt.name,
+            fmt.opener,
+            mode,
+            parallel_tool_calls,
+            [[t.name, t.json_schema] for t in tools],
+            output_schema,
+        ],
+        sort_keys=True,
+        default=repr,
+    )
+    with _LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            _CACHE.move_to_end(key)
+            return hit
+    from sdk.engine.grammar import CompiledGrammar
+
+    text = _turn_lark(tools, mode, output_schema, fmt, parallel_tool_calls)
+    turn = TurnGrammar(
+        mode, text, CompiledGrammar.from_lark(text), names, output_schema is not None
+    )
+    with _LOCK:
+        _CACHE[key] = turn
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return turn
