@@ -236,3 +236,74 @@ def test_empty_output_is_complete_when_the_grammar_allows_it(text: str) -> None:
     assert m.is_accepting() and m.is_allowed(0)
     m.advance(TOKENS.index(b"a"))
     assert m.is_accepting() == (text != 'start: ("a" "b")*')
+
+
+# Regexes over a tiny alphabet, with the constructs the direct (numpy) DFA builders handle:
+# sequences, alternations, counted repeats, lookaheads; each is compiled both ways.
+_ATOMS = st.sampled_from(["a", "b", "[ab]", "[^a]", "é", "ab", "(?:a|ab)", "b*", "a?"])
+
+
+def _regex_strategy() -> st.SearchStrategy[str]:
+    def extend(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+        return st.one_of(
+            st.tuples(inner, inner).map(lambda t: t[0] + t[1]),
+            st.tuples(inner, inner).map(lambda t: f"(?:{t[0]}|{t[1]})"),
+            st.tuples(inner, st.integers(0, 3), st.integers(0, 4)).map(
+                lambda t: f"(?:{t[0]}){{{t[1]},{t[1] + t[2]}}}"
+            ),
+            st.tuples(st.booleans(), inner, inner).map(
+                lambda t: f"(?{'!' if t[0] else '='}{t[1]}){t[2]}"
+            ),
+        )
+
+    return st.recursive(_ATOMS, extend, max_leaves=6)
+
+
+@given(pattern=_regex_strategy(), data=st.data())
+@settings(max_examples=150, deadline=None)
+def test_direct_dfa_construction_matches_subset_construction(
+    pattern: str, data: st.DataObject
+) -> None:
+    from sdk.engine import _automata as au
+    from sdk.engine import _regex as rx
+
+    node = rx.parse(pattern)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(au, "DIRECT_WEIGHT", 0)  # glue DFAs of parts everywhere possible
+        direct = au.compile_node(node)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(au, "DIRECT_WEIGHT", 10**9)  # one NFA, subset construction
+        subset = au.compile_node(node)
+    sym = au.product(direct, subset, negate_b=True)
+    assert sym.is_empty, pattern
+    assert au.product(subset, direct, negate_b=True).is_empty, pattern
+    s = data.draw(st.text(alphabet="abé", max_size=8))
+    expected = re.fullmatch(pattern, s) is not None
+    assert direct.matches(s.encode()) == expected == subset.matches(s.encode()), (pattern, s)
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        REGEXES[1],
+        r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]){0,40}"',
+        r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]){3,5}"',
+        r'"(?!(?:ab|abc)")(?:[^"\\\x00-\x1f]|\\["\\/bfnrt])*"',
+        r"[a-z]{0,30}",
+        r"(?:[ -~]{2})*",
+    ],
+)
+def test_whole_vocabulary_shortcuts_agree_with_a_plain_walk(pattern: str) -> None:
+    """The shortcuts for wide states (tokens known to stay in a string body or to step a
+    length counter) give exactly the rows and boundary events of a byte-by-byte walk."""
+    from sdk.engine import _vocab
+
+    vocab = _vocab.vocab_of(INDEX)
+    dfa = compile_regex(pattern)
+    every = np.arange(len(vocab.ids), dtype=np.int64)
+    for state in range(1, dfa.n_states):
+        fast, fast_events = _vocab.walk(vocab, dfa, state, None, 0)
+        slow, slow_events = _vocab.walk(vocab, dfa, state, every, 0)
+        assert sorted(fast.tolist()) == sorted(slow.tolist()), state
+        as_set = lambda evs: sorted((c, tuple(sorted(r.tolist()))) for c, r, _ in evs)  # noqa: E731
+        assert as_set(fast_events) == as_set(slow_events), state

@@ -9,6 +9,7 @@ which is what exact masks need.
 from __future__ import annotations
 
 import itertools
+import threading
 from array import array
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -21,6 +22,14 @@ from ._cache import BoundedCache
 
 MAX_NFA_STATES = 400_000
 MAX_DFA_STATES = 100_000
+#: Subset-construction work cap (Python-level loop steps, all DFA states): about 2-3 s.
+#: Nested quantifiers such as `(x{0,100}){0,100}` stay under the state caps but would
+#: otherwise take minutes.
+MAX_SUBSET_WORK = 5_000_000
+#: The same work summed over every regex of one grammar (`CompiledGrammar.from_lark` sets
+#: `work_budget.left`; per thread): a schema with dozens of heavy patterns stops at ~5-7 s.
+MAX_GRAMMAR_WORK = 15_000_000
+work_budget = threading.local()
 
 _serial = itertools.count(1)
 
@@ -43,6 +52,11 @@ class Dfa:
     @cached_property
     def accepting_list(self) -> list[bool]:
         return self.accepting.tolist()
+
+    @property
+    def is_empty(self) -> bool:
+        """The empty language (trimmed DFAs: the start is then dead-ended and non-accepting)."""
+        return not self.accepting[1] and not self.trans[1].any()
 
     @property
     def nullable(self) -> bool:
@@ -318,19 +332,32 @@ def determinize(nfa: Nfa, start: int, end: int) -> Dfa:
     rows: list[list[int]] = []
     acc: list[bool] = [False]
     k = 0
+    work = 0
+    left = getattr(work_budget, "left", None)
+    limit = MAX_SUBSET_WORK if left is None else min(MAX_SUBSET_WORK, left)
     while k < len(order):
         cur = order[k]
         k += 1
+        if work > limit:
+            what = "regular expression" if limit == MAX_SUBSET_WORK else "grammar's regexes"
+            raise TooComplexError(
+                f"{what} too complex to determinize ({len(order)} DFA states, "
+                f"{work} subset steps)"
+            )
         acc.append(end in cur)
         row = [0] * n_classes
         by_class: dict[int, set[int]] = {}
         for q in cur:
-            for c, tgts in moves[q].items():
+            mq = moves[q]
+            work += 1 + len(mq)
+            for c, tgts in mq.items():
                 by_class.setdefault(c, set()).update(tgts)
         for c, targets in by_class.items():
             nxt_set: set[int] = set()
             for t in targets:
-                nxt_set |= closure(t)
+                got = closure(t)
+                work += 1 + (len(got) >> 4)  # set unions run in C: ~16 elements per step
+                nxt_set |= got
             key = frozenset(nxt_set)
             d = ids.get(key)
             if d is None:
@@ -341,6 +368,8 @@ def determinize(nfa: Nfa, start: int, end: int) -> Dfa:
                 order.append(key)
             row[c] = d
         rows.append(row)
+    if left is not None:
+        work_budget.left = left - work
     compact = np.zeros((len(order) + 1, n_classes), dtype=np.int32)
     if rows:
         compact[1:] = np.asarray(rows, dtype=np.int32)
@@ -348,9 +377,50 @@ def determinize(nfa: Nfa, start: int, end: int) -> Dfa:
     return _trim(np.ascontiguousarray(trans), np.asarray(acc, dtype=bool))
 
 
+def byte_classes(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes whose columns are identical in `trans`: (one representative byte per class,
+    class of every byte). Columns are bucketed by a random 64-bit fingerprint, then every
+    bucket is verified exactly (a collision only costs the slow exact path)."""
+    n = trans.shape[0]
+    if n <= 64:
+        return _exact_classes(trans)
+    weights = _fingerprint_weights(n)
+    h = weights @ trans.astype(np.uint64)
+    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if (trans != trans[:, first[inverse]]).any():  # a fingerprint collision: be exact
+        return _exact_classes(trans)
+    order = np.argsort(first)
+    remap = np.empty(len(first), dtype=np.int64)
+    remap[order] = np.arange(len(first))
+    return first[order], remap[inverse]
+
+
+def _exact_classes(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    _, reps, inverse = np.unique(trans.T, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(reps)
+    remap = np.empty(len(reps), dtype=np.int64)
+    remap[order] = np.arange(len(reps))
+    return reps[order], remap[inverse.reshape(-1)]
+
+
+_weights_cache: dict[int, np.ndarray] = {}
+
+
+def _fingerprint_weights(n: int) -> np.ndarray:
+    size = 1 << max(10, (n - 1).bit_length())
+    w = _weights_cache.get(size)
+    if w is None:
+        w = np.random.default_rng(0x5D4).integers(1, 2**63, size, dtype=np.uint64) | 1
+        _weights_cache[size] = w
+    return w[:n]
+
+
 def _edges(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct (source, target) pairs of a transition table, dead state excluded."""
     n = trans.shape[0]
+    if n > 64:  # most bytes behave alike: look at one column per class only
+        trans = trans[:, byte_classes(trans)[0]]
     codes = np.unique(np.arange(n, dtype=np.int64)[:, None] * n + trans)
     src, dst = np.divmod(codes, n)
     keep = (dst != 0) & (src != 0)
@@ -445,41 +515,74 @@ def minimize(dfa: Dfa, max_rounds: int = 24) -> Dfa:
 
 
 def product(a: Dfa, b: Dfa, *, negate_b: bool = False) -> Dfa:
-    """L(a) ∩ L(b), or L(a) \\ L(b) with `negate_b` (b's dead state then acts as a sink)."""
-    nb = b.n_states
-    ids: dict[int, int] = {1 * nb + 1: 1}
-    order = [(1, 1)]
-    rows: list[np.ndarray] = []
-    acc = [False]
-    k = 0
-    while k < len(order):
-        x, y = order[k]
-        k += 1
-        if negate_b:
-            acc.append(bool(a.accepting[x]) and not bool(b.accepting[y]))
+    """L(a) ∩ L(b), or L(a) \\ L(b) with `negate_b` (b's dead state then acts as a sink).
+
+    Breadth-first over pairs, one numpy step per BFS level rather than one Python step per
+    state: length-bounded patterns (a pattern × a character counter) reach ~10^5 pairs.
+    """
+    na, nb = a.n_states, b.n_states
+    total = na * nb
+    dense = total <= 1 << 26
+    ids_dense = np.zeros(total if dense else 1, dtype=np.int32)
+    ids_map: dict[int, int] = {}
+    start = 1 * nb + 1
+    if dense:
+        ids_dense[start] = 1
+    else:
+        ids_map[start] = 1
+    n = 1
+    frontier = np.asarray([start], dtype=np.int64)
+    pieces: list[tuple[np.ndarray, np.ndarray]] = []  # (state ids, their rows)
+    pair_x: list[np.ndarray] = [np.asarray([1])]
+    pair_y: list[np.ndarray] = [np.asarray([1])]
+    # Only bytes that a or b tell apart matter: run the BFS on one column per class.
+    _, class_a = byte_classes(a.trans)
+    _, class_b = byte_classes(b.trans)
+    _, reps, class_ab = np.unique(
+        class_a * 256 + class_b, return_index=True, return_inverse=True
+    )
+    class_ab = class_ab.reshape(-1)
+    a_trans = a.trans[:, reps].astype(np.int64)
+    b_trans = b.trans[:, reps].astype(np.int64)
+    while frontier.size:
+        xs, ys = np.divmod(frontier, nb)
+        tx, ty = a_trans[xs], b_trans[ys]
+        live = tx != 0 if negate_b else (tx != 0) & (ty != 0)
+        codes = tx * nb + ty
+        cand = np.unique(codes[live])
+        if dense:
+            new = cand[ids_dense[cand] == 0]
+            if n + len(new) > MAX_DFA_STATES:
+                raise TooComplexError(f"automaton exceeds {MAX_DFA_STATES} DFA states")
+            ids_dense[new] = np.arange(n + 1, n + 1 + len(new), dtype=np.int32)
+            row = np.where(live, ids_dense[np.where(live, codes, 0)], 0)
+            frontier_ids = ids_dense[frontier]
         else:
-            acc.append(bool(a.accepting[x]) and bool(b.accepting[y]))
-        nx = a.trans[x].astype(np.int64)
-        ny = b.trans[y].astype(np.int64)
-        live = nx != 0 if negate_b else (nx != 0) & (ny != 0)
-        codes = nx * nb + ny
-        row = np.zeros(256, dtype=np.int32)
-        uniq, inverse = np.unique(codes[live], return_inverse=True)
-        targets = np.empty(len(uniq), dtype=np.int32)
-        for u, code in enumerate(uniq.tolist()):
-            d = ids.get(code)
-            if d is None:
-                d = len(order) + 1
-                if d > MAX_DFA_STATES:
-                    raise TooComplexError(f"automaton exceeds {MAX_DFA_STATES} DFA states")
-                ids[code] = d
-                order.append(divmod(code, nb))
-            targets[u] = d
-        row[live] = targets[inverse]
-        rows.append(row)
-    trans = np.zeros((len(order) + 1, 256), dtype=np.int32)
-    trans[1:] = np.stack(rows)
-    return _trim(trans, np.asarray(acc, dtype=bool))
+            new_list = [c for c in cand.tolist() if c not in ids_map]
+            if n + len(new_list) > MAX_DFA_STATES:
+                raise TooComplexError(f"automaton exceeds {MAX_DFA_STATES} DFA states")
+            for k, c in enumerate(new_list):
+                ids_map[c] = n + 1 + k
+            new = np.asarray(new_list, dtype=np.int64)
+            lookup = np.vectorize(lambda c: ids_map.get(int(c), 0), otypes=[np.int64])
+            row = np.where(live, lookup(np.where(live, codes, -1)), 0)
+            frontier_ids = lookup(frontier)
+        n += len(new)
+        pieces.append((frontier_ids, row.astype(np.int32)))
+        nx, ny = np.divmod(new, nb)
+        pair_x.append(nx)
+        pair_y.append(ny)
+        frontier = new
+    compact = np.zeros((n + 1, len(reps)), dtype=np.int32)
+    for sid, rows in pieces:
+        compact[sid] = rows
+    trans = np.ascontiguousarray(compact[:, class_ab])
+    xs_all = np.concatenate(pair_x)
+    ys_all = np.concatenate(pair_y)
+    acc = np.zeros(n + 1, dtype=bool)
+    b_acc = b.accepting[ys_all]
+    acc[1:] = a.accepting[xs_all] & (~b_acc if negate_b else b_acc)
+    return _trim(trans, acc)
 
 
 def prefix_closed(d: Dfa) -> Dfa:
@@ -509,11 +612,123 @@ def union(dfas: list[Dfa]) -> Dfa:
     return determinize(nfa, s, e)
 
 
+def concat(a: Dfa, b: Dfa) -> Dfa:
+    """L(a)·L(b). Built directly (A's table, then B's) when no accepting state of A can go on
+    with a byte that B can start with: each accepting state of A then simply also takes B's
+    first moves. Otherwise through the NFA and subset construction."""
+    if a.is_empty or b.is_empty:
+        return a if a.is_empty else b
+    acc_a = a.accepting
+    b_first = b.trans[1] != 0
+    if (a.trans[acc_a][:, b_first] != 0).any():
+        nfa = Nfa()
+        s1, e1 = nfa.embed(a)
+        s2, e2 = nfa.embed(b)
+        nfa.eps[e1].append(s2)
+        return determinize(nfa, s1, e2)
+    off = a.n_states - 1
+    tb = np.where(b.trans[1:] > 0, b.trans[1:] + off, 0).astype(np.int32)
+    trans = np.concatenate([a.trans.astype(np.int32), tb])
+    rows = np.nonzero(acc_a)[0]
+    trans[rows] = np.where(trans[rows] != 0, trans[rows], tb[0][None, :])
+    acc = np.concatenate([acc_a & bool(b.accepting[1]), b.accepting[1:]])
+    # Both parts are trimmed and non-empty, so every state still reaches acceptance; only
+    # B's own start may have become unreachable, which is harmless.
+    return Dfa(trans, acc)
+
+
+def alternate(dfas: list[Dfa]) -> Dfa:
+    """L(d1) ∪ L(d2) ∪ ...: side by side under a fresh start state when their first bytes are
+    disjoint (then the start's row is just the union of theirs), else via `union`."""
+    dfas = [d for d in dfas if not d.is_empty]
+    if len(dfas) <= 1:
+        return dfas[0] if dfas else _trim(np.zeros((2, 256), dtype=np.int32), np.zeros(2, bool))
+    seen = np.zeros(256, dtype=bool)
+    for d in dfas:
+        first = d.trans[1] != 0
+        if (seen & first).any():
+            return union(dfas)
+        seen |= first
+    tables = [np.zeros((2, 256), dtype=np.int32)]
+    accs = [np.zeros(2, dtype=bool)]
+    off = 1
+    for d in dfas:
+        tables.append(np.where(d.trans[1:] > 0, d.trans[1:] + off, 0).astype(np.int32))
+        accs.append(d.accepting[1:])
+        tables[0][1] += tables[-1][0]  # disjoint first bytes: rows add without clashing
+        accs[0][1] |= bool(d.accepting[1])
+        off += d.n_states - 1
+    return Dfa(np.concatenate(tables), np.concatenate(accs))  # parts trimmed: so is this
+
+
+#: Above this estimated size a sequence or alternation is built from the DFAs of its parts
+#: (numpy tables glued together) instead of one Thompson NFA and a Python subset construction.
+DIRECT_WEIGHT = 256
+
+
+def _weight(node: rx.Node) -> int:
+    if isinstance(node, rx.Chars):
+        return 1
+    if isinstance(node, rx.Seq | rx.Alt):
+        return sum(_weight(i) for i in node.items)
+    if isinstance(node, rx.Repeat):
+        return _weight(node.item) * max(node.max or 0, node.min, 1)
+    if isinstance(node, rx.Look):
+        return DIRECT_WEIGHT + 1
+    return 1
+
+
 def compile_node(node: rx.Node) -> Dfa:
+    if _weight(node) > DIRECT_WEIGHT:
+        direct = _compile_direct(node)
+        if direct is not None:
+            return direct
     nfa = Nfa()
     s, e = nfa.build(node)
     dfa = determinize(nfa, s, e)
     return minimize(dfa) if dfa.n_states <= 20_000 else dfa
+
+
+def _compile_direct(node: rx.Node) -> Dfa | None:
+    if isinstance(node, rx.Seq):
+        items = node.items
+        parts: list[Dfa] = []
+        light: list[rx.Node] = []
+        for k, item in enumerate(items):
+            if isinstance(item, rx.Look):
+                if light:
+                    parts.append(compile_node(rx.Seq(tuple(light))))
+                    light = []
+                parts.append(look_intersection(item, rx.Seq(items[k + 1 :])))
+                break
+            if _weight(item) > DIRECT_WEIGHT:
+                if light:
+                    parts.append(compile_node(rx.Seq(tuple(light))))
+                    light = []
+                parts.append(compile_node(item))
+            else:
+                light.append(item)
+        if light:
+            parts.append(compile_node(rx.Seq(tuple(light))))
+        out = parts[0]
+        for p in parts[1:]:
+            out = concat(out, p)
+        return out
+    if isinstance(node, rx.Alt):
+        heavy = [i for i in node.items if _weight(i) > DIRECT_WEIGHT]
+        if not heavy:
+            # Many small alternatives (an enum): one NFA and subset construction is ~6x faster
+            # than a DFA per alternative, and `alternate` falls back to `union` anyway when
+            # their first bytes overlap.
+            return None
+        small = tuple(i for i in node.items if _weight(i) <= DIRECT_WEIGHT)
+        parts = [compile_node(i) for i in heavy]
+        if small:
+            parts.append(compile_node(small[0] if len(small) == 1 else rx.Alt(small)))
+        return alternate(parts)
+    if isinstance(node, rx.Repeat) and node.max is not None:
+        return _counted_repeat(node)
+    return None
 
 
 _regex_cache: BoundedCache[tuple[str, bool], Dfa] = BoundedCache(128 << 20)

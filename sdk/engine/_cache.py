@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Generic, TypeVar
 
 K = TypeVar("K")
@@ -15,11 +16,12 @@ class BoundedCache(Generic[K, V]):
     everything cached here can be recomputed.
     """
 
-    __slots__ = ("_data", "_bytes", "budget")
+    __slots__ = ("_data", "_bytes", "_lock", "budget")
 
     def __init__(self, budget: int) -> None:
         self._data: dict[K, V] = {}
         self._bytes = 0
+        self._lock = threading.Lock()  # writers only: a read is one atomic dict lookup
         self.budget = budget
 
     def get(self, key: K) -> V | None:
@@ -29,11 +31,12 @@ class BoundedCache(Generic[K, V]):
         return key in self._data
 
     def put(self, key: K, value: V, nbytes: int) -> V:
-        if self._bytes + nbytes > self.budget:
-            self._data.clear()
-            self._bytes = 0
-        self._data[key] = value
-        self._bytes += nbytes
+        with self._lock:
+            if self._bytes + nbytes > self.budget:
+                self._data.clear()
+                self._bytes = 0
+            self._data[key] = value
+            self._bytes += nbytes
         return value
 
     def __len__(self) -> int:

@@ -32,6 +32,9 @@ class Vocab:
     packed_len: int
     by_first_byte: tuple[np.ndarray, ...]  # matrix rows (ascending) whose first byte is b
     row_lengths: np.ndarray  # int64 [N]: byte length of each matrix row
+    flat: np.ndarray  # uint8: the rows' bytes back to back (no padding)
+    row_of_flat: np.ndarray  # int32: the matrix row of every byte of `flat`
+    offsets: np.ndarray  # int64 [N]: where each row starts in `flat`
 
 
 _vocabs: weakref.WeakKeyDictionary[Any, Vocab] = weakref.WeakKeyDictionary()
@@ -64,7 +67,13 @@ def _build(index: Any) -> Vocab:
     eos = tuple(sorted(int(e) for e in getattr(index, "eos_ids", ())))
     first = matrix[:, 0] if max_len else np.zeros(0, dtype=np.uint8)
     by_first = tuple(np.nonzero(first == b)[0].astype(np.int64) for b in range(256))
-    return Vocab(size, tb, order, matrix, longer, eos, (size + 7) // 8, by_first, sorted_lens)
+    flat = np.frombuffer(b"".join(tb[i] for i in order.tolist()), dtype=np.uint8)
+    row_of_flat = np.repeat(np.arange(len(order), dtype=np.int32), sorted_lens)
+    offsets = np.concatenate([[0], np.cumsum(sorted_lens)[:-1]]).astype(np.int64)
+    return Vocab(
+        size, tb, order, matrix, longer, eos, (size + 7) // 8, by_first, sorted_lens, flat,
+        row_of_flat, offsets,
+    )
 
 
 Event = tuple[int, np.ndarray, int]  # (column, matrix rows, unique key of this row set)
@@ -83,7 +92,7 @@ class Walk:
     packed: np.ndarray | None
 
 
-_walk_cache: weakref.WeakKeyDictionary[Vocab, BoundedCache[tuple[int, int, int, int], Walk]] = (
+_walk_cache: weakref.WeakKeyDictionary[Vocab, BoundedCache[Any, Walk]] = (
     weakref.WeakKeyDictionary()
 )
 _row_keys = itertools.count(1)
@@ -91,8 +100,69 @@ WALK_CACHE_BYTES = 256 << 20
 
 
 def classify(vocab: Vocab, dfa: au.Dfa, state: int) -> Walk:
-    """The stack-independent split of the whole vocabulary at one lexer state (cached)."""
-    return cached_walk(vocab, dfa, state, 0, None, 0)
+    """The stack-independent split of the whole vocabulary at one lexer state (cached).
+
+    Big DFAs are also cached by `horizon_classes`: states that no token can tell apart (a
+    length counter's states far from its bounds) share one walk.
+    """
+    cache = _walk_cache.get(vocab)
+    if cache is None:
+        cache = _walk_cache.setdefault(vocab, BoundedCache(WALK_CACHE_BYTES))
+    key = (dfa.serial, state, 0, 0)
+    got = cache.get(key)
+    if got is not None:
+        return got
+    if dfa.n_states < HORIZON_MIN_STATES:
+        return cached_walk(vocab, dfa, state, 0, None, 0)
+    hkey = ("horizon", dfa.serial, int(horizon_classes(dfa, vocab.matrix.shape[1])[state]))
+    got = cache.get(hkey)
+    if got is None:
+        got = cached_walk(vocab, dfa, state, 0, None, 0)
+        cache.put(hkey, got, 64)
+    else:
+        cache.put(key, got, 64)
+    return got
+
+
+#: Sharing walks between look-alike states pays where one DFA has many of them: length
+#: counters (a string of at most N characters has ~N × 18 states).
+HORIZON_MIN_STATES = 512
+
+
+_horizon_cache: weakref.WeakKeyDictionary[au.Dfa, tuple[int, np.ndarray]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def horizon_classes(dfa: au.Dfa, depth: int) -> np.ndarray:
+    """Class of every state such that states of one class accept the same strings of at
+    most `depth` bytes and go through accepting states at the same positions: Moore
+    refinement stopped after `depth` rounds. A whole-vocabulary walk (tokens are at most
+    `depth` bytes) is therefore the same from every state of a class."""
+    got = _horizon_cache.get(dfa)
+    if got is not None and got[0] == depth:
+        return got[1]
+    reps, _ = au.byte_classes(dfa.trans)
+    t = dfa.trans[:, reps].astype(np.int64)
+    n = t.shape[0]
+    cls = dfa.accepting.astype(np.int64)
+    cls[0] = 2  # the dead state is alone
+    count = len(np.unique(cls))
+    sig = np.empty((n, t.shape[1] + 1), dtype=np.int32)
+    width = sig.shape[1] * 4
+    for _ in range(depth):
+        sig[:, 0] = cls
+        sig[:, 1:] = cls[t]
+        rows = np.ascontiguousarray(sig).view(np.dtype((np.void, width))).reshape(-1)
+        _, key = np.unique(rows, return_inverse=True)
+        key = key.reshape(-1).astype(np.int64)
+        new_count = int(key.max()) + 1
+        cls = key
+        if new_count == count:
+            break
+        count = new_count
+    _horizon_cache[dfa] = (depth, cls)
+    return cls
 
 
 def cached_walk(
@@ -147,6 +217,10 @@ def walk(
         if n_first <= 32:
             picked = [vocab.by_first_byte[b] for b in np.nonzero(allowed_first)[0]]
             rows = np.sort(np.concatenate(picked)) if picked else np.zeros(0, dtype=np.int64)
+        elif (split := _split_by_main_target(vocab, dfa, state)) is not None:
+            stays, others = split
+            rest, rest_events = walk(vocab, dfa, state, others, col)
+            return np.concatenate([stays, rest]), rest_events
         else:
             groups = _groups(vocab, dfa)
             if groups is not None:
@@ -189,6 +263,70 @@ def walk(
 
 
 SMALL_WALK = 48
+
+
+def _split_by_main_target(
+    vocab: Vocab, dfa: au.Dfa, state: int
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """For a wide state, the tokens whose fate is known without walking them.
+
+    Most bytes P lead from `state` to one state, and from there (a string body loops on P;
+    a length counter steps to its next count on P) on to one state again, for a while: the
+    chain `state → c1 → c2 → ...`. A token made of bytes of P only, of length m, ends in
+    c_m. If no state of the chain accepts, nothing can end inside it: the token is allowed
+    when c_m is alive and dead otherwise. Returns (allowed rows, rows still to walk), or None
+    when not worth it. Rows with other bytes, or longer than the chain is known, are walked.
+    """
+    trans = dfa.trans
+    row = trans[state]
+    counts = np.bincount(row, minlength=dfa.n_states)
+    counts[0] = 0
+    first = int(counts.argmax())
+    if counts[first] < 32:
+        return None
+    plain = row == first
+    depth = vocab.matrix.shape[1]
+    chain = [state, first]
+    while len(chain) <= depth and chain[-1] != 0:
+        if dfa.accepting[chain[-1]]:
+            return None if len(chain) == 2 else _split_chain(vocab, plain, chain[:-1])
+        nxt = trans[chain[-1]][plain]
+        if (nxt != nxt[0]).any():
+            break
+        chain.append(int(nxt[0]))
+    return _split_chain(vocab, plain, chain)
+
+
+_only_cache: weakref.WeakKeyDictionary[Vocab, BoundedCache[bytes, np.ndarray]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _only_bytes_of(vocab: Vocab, allowed: np.ndarray) -> np.ndarray:
+    """Rows made only of `allowed` bytes (cached per byte set: most are JSON string bodies)."""
+    cache = _only_cache.get(vocab)
+    if cache is None:
+        cache = _only_cache.setdefault(vocab, BoundedCache(16 << 20))
+    key = np.packbits(allowed).tobytes()
+    got = cache.get(key)
+    if got is None:
+        got = np.ones(len(vocab.ids), dtype=bool)
+        got[vocab.row_of_flat[~allowed[vocab.flat]]] = False
+        cache.put(key, got, got.nbytes + 64)
+    return got
+
+
+def _split_chain(
+    vocab: Vocab, plain: np.ndarray, chain: list[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """`chain[m]` is where a token of m bytes of `plain` ends (0: dead), for m < len(chain)."""
+    known = len(chain) - 1  # token lengths whose end state is known
+    if chain[-1] == 0:
+        known = vocab.matrix.shape[1]  # dead stays dead
+    simple = _only_bytes_of(vocab, plain) & (vocab.row_lengths <= known)
+    ends = np.asarray(chain + [0], dtype=np.int64)[np.minimum(vocab.row_lengths, len(chain))]
+    allowed = simple & (ends != 0)
+    return np.nonzero(allowed)[0], np.nonzero(~simple)[0]
 
 
 def _walk_small(

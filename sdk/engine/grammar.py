@@ -23,12 +23,18 @@ from lark.grammar import NonTerminal, Terminal
 from lark.lexer import PatternRE, PatternStr
 from lark.load_grammar import GrammarBuilder, _literal_to_pattern
 
-from ..errors import GrammarError, RegexError, SDKError
+from ..errors import GrammarError, RegexError, SDKError, TooComplexError
 from . import _automata as au
 from . import _regex as rx
 from ._cache import BoundedCache
 
 Symbol = tuple[str, int]  # ("T", terminal id) | ("R", rule id)
+
+#: Caps on one rule's automata: `X ~ n` copies X n times, and the subset construction of a
+#: rule can in principle blow up; past these a grammar is `TooComplexError`, not a hang.
+MAX_RULE_NFA_STATES = 2_000_000
+MAX_RULE_DFA_STATES = 200_000
+MAX_RULE_SUBSET_WORK = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,7 @@ class CompiledGrammar:
     @classmethod
     def from_lark(cls, text: str, *, start: str = "start") -> CompiledGrammar:
         """Compile Lark grammar text in the dialect of docs/internals/grammar-dialect.md."""
+        au.work_budget.left = au.MAX_GRAMMAR_WORK
         try:
             return _Builder(text, start).build()
         except SDKError:
@@ -82,6 +89,8 @@ class CompiledGrammar:
             raise GrammarError(f"invalid Lark grammar: {e}") from e
         except RecursionError as e:
             raise GrammarError("grammar nests too deeply") from e
+        finally:
+            au.work_budget.left = None
 
     @classmethod
     def from_schema(
@@ -117,6 +126,8 @@ class _SymNfa:
         self.edges: list[list[tuple[Symbol, int]]] = []
 
     def state(self) -> int:
+        if len(self.eps) >= MAX_RULE_NFA_STATES:
+            raise TooComplexError(f"a rule's automaton exceeds {MAX_RULE_NFA_STATES} states")
         self.eps.append([])
         self.edges.append([])
         return len(self.eps) - 1
@@ -394,9 +405,13 @@ def _determinize_symbols(nfa: _SymNfa, start: int, end: int) -> _SymDfa:
     trans: list[dict[Symbol, int]] = []
     final: list[bool] = []
     k = 0
+    work = 0
     while k < len(order):
         cur = order[k]
         k += 1
+        work += len(cur)
+        if work > MAX_RULE_SUBSET_WORK:
+            raise TooComplexError(f"a rule's automaton is too complex ({len(order)} states)")
         moves: dict[Symbol, set[int]] = {}
         for q in cur:
             for sym, tgt in nfa.edges[q]:
@@ -404,9 +419,12 @@ def _determinize_symbols(nfa: _SymNfa, start: int, end: int) -> _SymDfa:
         row: dict[Symbol, int] = {}
         for sym, tgts in moves.items():
             key = closure(tgts)
+            work += len(tgts)
             d = ids.get(key)
             if d is None:
                 d = len(order)
+                if d >= MAX_RULE_DFA_STATES:
+                    raise TooComplexError(f"a rule's automaton exceeds {MAX_RULE_DFA_STATES} states")
                 ids[key] = d
                 order.append(key)
             row[sym] = d
@@ -416,20 +434,51 @@ def _determinize_symbols(nfa: _SymNfa, start: int, end: int) -> _SymDfa:
 
 
 def _minimize_symbols(d: _SymDfa) -> _SymDfa:
-    """Moore refinement: equal futures share a state, so parallel edges can merge later."""
+    """Hopcroft refinement: equal futures share a state, so parallel edges can merge later.
+
+    O(m log n), where Moore's round-by-round refinement is quadratic on the long chains that
+    counted repetitions (`minItems: 1000`) produce. The DFA is partial, so every initial block
+    starts on the worklist (Valmari & Lehtinen); afterwards the smaller half suffices.
+    """
     n = len(d.trans)
-    cls = [int(f) for f in d.final]
-    count = len(set(cls))
-    while True:
-        sigs: dict[tuple[Any, ...], int] = {}
-        new = []
-        for s in range(n):
-            sig = (cls[s], tuple(sorted((sym, cls[t]) for sym, t in d.trans[s].items())))
-            new.append(sigs.setdefault(sig, len(sigs)))
-        cls = new
-        if len(sigs) == count:
-            break
-        count = len(sigs)
+    inv: list[list[tuple[Symbol, int]]] = [[] for _ in range(n)]  # target -> (symbol, source)
+    for src, row in enumerate(d.trans):
+        for sym, tgt in row.items():
+            inv[tgt].append((sym, src))
+    finals = [q for q in range(n) if d.final[q]]
+    others = [q for q in range(n) if not d.final[q]]
+    blocks: list[set[int]] = [set(b) for b in (finals, others) if b]
+    block_of = [0] * n
+    for bid, members in enumerate(blocks):
+        for q in members:
+            block_of[q] = bid
+    pending = list(range(len(blocks)))
+    while pending:
+        splitter = pending.pop()
+        by_symbol: dict[Symbol, list[int]] = {}
+        for t in blocks[splitter]:
+            for sym, q in inv[t]:
+                by_symbol.setdefault(sym, []).append(q)
+        for sources in by_symbol.values():
+            hit: dict[int, set[int]] = {}
+            for q in sources:
+                hit.setdefault(block_of[q], set()).add(q)
+            for bid, part in hit.items():
+                block = blocks[bid]
+                if len(part) == len(block):
+                    continue
+                rest = block - part
+                small, big = (part, rest) if len(part) <= len(rest) else (rest, part)
+                blocks[bid] = big
+                new = len(blocks)
+                blocks.append(small)
+                for q in small:
+                    block_of[q] = new
+                # `bid` (now the bigger half) stays queued if it was; either way the smaller
+                # half is a new splitter.
+                pending.append(new)
+    cls = block_of
+    count = len(blocks)
     if count == n:
         return d
     # renumber so the start state stays 0
@@ -530,14 +579,17 @@ def _reaches_final(rule: _SymDfa, productive: list[bool]) -> bool:
 
 def _trim_symbols(rule: _SymDfa) -> None:
     n = len(rule.trans)
+    preds: list[list[int]] = [[] for _ in range(n)]
+    for s, row in enumerate(rule.trans):
+        for t in row.values():
+            preds[t].append(s)
     live = [rule.final[s] for s in range(n)]
-    changed = True
-    while changed:
-        changed = False
-        for s in range(n):
-            if not live[s] and any(live[t] for t in rule.trans[s].values()):
-                live[s] = True
-                changed = True
+    todo = [s for s in range(n) if live[s]]
+    while todo:
+        for p in preds[todo.pop()]:
+            if not live[p]:
+                live[p] = True
+                todo.append(p)
     for row in rule.trans:
         for sym in [s for s, t in row.items() if not live[t]]:
             del row[sym]
