@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         UnexpectedModelBehavior,
     )
     from sdk.agent import Agent
+    from sdk.backends.openai import OpenAIChatModel, RemoteModelError, RemoteTimeoutError
     from sdk.messages import Message
     from sdk.result import RunResult, ToolCall, Usage
 
@@ -36,6 +37,9 @@ __all__ = [
     "AgentRunError",
     "Message",
     "ModelRetry",
+    "OpenAIChatModel",
+    "RemoteModelError",
+    "RemoteTimeoutError",
     "RetriesExhausted",
     "RunContext",
     "RunResult",
@@ -54,6 +58,9 @@ __all__ = [
 
 _LAZY = {
     "Agent": "sdk.agent",
+    "OpenAIChatModel": "sdk.backends.openai",
+    "RemoteModelError": "sdk.backends.openai",
+    "RemoteTimeoutError": "sdk.backends.openai",
     "RunResult": "sdk.result",
     "ToolCall": "sdk.result",
     "Usage": "sdk.result",

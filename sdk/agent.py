@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
@@ -21,6 +22,7 @@ import pydantic_core
 from pydantic import TypeAdapter, ValidationError
 
 from sdk._agent_errors import (
+    AgentRunError,
     FailedAttempt,
     RetriesExhausted,
     StepLimitExceeded,
@@ -32,6 +34,7 @@ from sdk._agent_errors import (
 from sdk.decoding.formats import HERMES, ParsedCall, ToolCallFormat, _strip_property_titles
 from sdk.decoding.generate import (
     ModelBackend,
+    RemoteBackend,
     SamplingConfig,
     TurnOutput,
     TurnRequest,
@@ -103,6 +106,19 @@ def _normalize_tools(tools: Iterable[Any]) -> dict[str, Any]:
     return out
 
 
+def _is_remote(obj: Any) -> bool:
+    return hasattr(obj, "complete_turn") and hasattr(obj, "acomplete_turn")
+
+
+def _is_remote_spec(spec: Any) -> bool:
+    """Does this `model=` resolve to a remote backend (without loading anything)?"""
+    if spec is None:
+        return bool(os.environ.get("SDK_MODEL_URL"))
+    if isinstance(spec, str):
+        return spec.startswith(("http://", "https://"))
+    return _is_remote(spec)
+
+
 def _is_tool_like(obj: Any) -> bool:
     return isinstance(obj, Tool) or all(
         hasattr(obj, a) for a in ("name", "json_schema", "validate_args", "to_openai", "call")
@@ -125,24 +141,27 @@ class _Run:
 class Agent(Generic[OutputT]):
     """A tool-calling agent on a local model; arguments always parse and validate.
 
-    model: None (the embedded SmolLM2-135M, loaded once per process on first use), a
-        `TransformersModel`, a `(model, tokenizer)` pair, "smollm2"/"gemma3"/a `.gguf` path/a
-        local HF directory, or a scripted `TestModel` / `FunctionModel`.
-    tools: functions (decorated with `@tool` or not), `Tool`s or Pydantic models.
-    output_type: the type of the final reply (`str` by default); anything else is generated as
-        JSON under its schema and validated (retried like tool arguments on failure).
-    tool_choice: "auto" (model decides), "required" (the turn must call tools), a tool name
-        (the turn must call it), or "none" (tools are neither shown nor callable). A single
-        "required" or name applies to the first turn, later turns are "auto" (forcing calls on
-        every turn could never end; the OpenAI Agents SDK resets it the same way). A list gives
-        one choice per turn, its last entry repeating: `["required", "none"]` = call, then
-        answer from the results (what small models do best).
-    retries: per-tool (and output) retry budget: an int (retries after the first attempt) or a
-        tenacity stop condition such as `stop_after_attempt(3) | stop_after_delay(30)`.
-    tool_errors: "return" sends a tool's exception text back to the model; "raise" ends the run
-        with `ToolExecutionError`.
-    parallel_tool_calls: allow several calls in one turn. Small models tend to repeat the same
-        call over and over; False ends the turn after its first call.
+    Args:
+        model: None (the embedded SmolLM2-135M, loaded once per process on first use; or, when
+            `SDK_MODEL_URL` is set, that OpenAI-compatible server: `OpenAIChatModel.from_env()`),
+            a `TransformersModel`, a `(model, tokenizer)` pair, "smollm2"/"gemma3"/a `.gguf`
+            path/a local HF directory, a scripted `TestModel` / `FunctionModel`, an
+            `OpenAIChatModel` (vLLM, SGLang, llama.cpp, ... server) or an "http(s)://.../v1" URL.
+        tools: functions (decorated with `@tool` or not), `Tool`s or Pydantic models.
+        output_type: the type of the final reply (`str` by default); anything else is generated as
+            JSON under its schema and validated (retried like tool arguments on failure).
+        tool_choice: "auto" (model decides), "required" (the turn must call tools), a tool name
+            (the turn must call it), or "none" (tools are neither shown nor callable). A single
+            "required" or name applies to the first turn, later turns are "auto" (forcing calls on
+            every turn could never end; the OpenAI Agents SDK resets it the same way). A list gives
+            one choice per turn, its last entry repeating: `["required", "none"]` = call, then
+            answer from the results (what small models do best).
+        retries: per-tool (and output) retry budget: an int (retries after the first attempt) or a
+            tenacity stop condition such as `stop_after_attempt(3) | stop_after_delay(30)`.
+        tool_errors: "return" sends a tool's exception text back to the model; "raise" ends the run
+            with `ToolExecutionError`.
+        parallel_tool_calls: allow several calls in one turn. Small models tend to repeat the same
+            call over and over; False ends the turn after its first call.
     """
 
     @overload
@@ -204,7 +223,7 @@ class Agent(Generic[OutputT]):
         call_format: ToolCallFormat = HERMES,
     ) -> None:
         self._model_spec = model
-        self._backend: ModelBackend | None = None
+        self._backend: ModelBackend | RemoteBackend | None = None
         self._backend_lock = threading.Lock()
         self.tools: dict[str, Any] = _normalize_tools(tools)
         if isinstance(tool_choice, str):
@@ -247,13 +266,23 @@ class Agent(Generic[OutputT]):
     # ------------------------------------------------------------------ configuration
 
     @property
-    def model(self) -> ModelBackend:
+    def model(self) -> ModelBackend | RemoteBackend:
         """The backend, resolved (and for named models loaded) on first use."""
         with self._backend_lock:
             if self._backend is None:
-                from sdk.backends.transformers import coerce_model
+                spec = self._model_spec
+                if _is_remote_spec(spec):
+                    from sdk.backends.openai import OpenAIChatModel
 
-                self._backend = cast(ModelBackend, coerce_model(self._model_spec))
+                    if spec is None:
+                        spec = OpenAIChatModel.from_env()
+                    elif isinstance(spec, str):
+                        spec = OpenAIChatModel(spec)
+                    self._backend = cast(RemoteBackend, spec)
+                else:
+                    from sdk.backends.transformers import coerce_model
+
+                    self._backend = cast(ModelBackend, coerce_model(spec))
             return self._backend
 
     def _turn_grammar(self, tool_choice: str) -> TurnGrammar:
@@ -289,10 +318,7 @@ class Agent(Generic[OutputT]):
 
     # ------------------------------------------------------------------ one model turn
 
-    def _generate(self, run: _Run, tool_choice: str) -> tuple[TurnOutput, TurnGrammar]:
-        from sdk.engine.matcher import Matcher
-
-        backend = self.model
+    def _request(self, run: _Run, tool_choice: str) -> tuple[TurnRequest, TurnGrammar]:
         grammar = self._turn_grammar(tool_choice)
         # Every tool is shown (a named tool_choice narrows the grammar, not the prompt).
         request = TurnRequest(
@@ -302,9 +328,53 @@ class Agent(Generic[OutputT]):
             output_schema=self._output_schema,
             fmt=self.format,
         )
-        matcher = Matcher(grammar.compiled, backend.index) if grammar.compiled else None
-        session = backend.begin_turn(request)
+        return request, grammar
+
+    async def _agenerate(self, run: _Run, tool_choice: str) -> tuple[TurnOutput, TurnGrammar]:
+        """One turn: awaited on a remote backend, in a worker thread on a local model."""
+        resolved = self._backend
+        remote = _is_remote(resolved) if resolved is not None else _is_remote_spec(self._model_spec)
+        if not remote:  # local decoding is CPU/GPU bound: a worker thread
+            return await asyncio.to_thread(self._generate, run, tool_choice)
+        backend = cast(RemoteBackend, self.model)
+        request, grammar = self._request(run, tool_choice)
         try:
+            out = await backend.acomplete_turn(
+                request,
+                grammar,
+                max_tokens=self.max_tokens,
+                sampling=self.sampling,
+                parallel_tool_calls=self.parallel_tool_calls,
+            )
+        except AgentRunError as exc:
+            exc.messages = list(run.messages)
+            raise
+        return self._account(run, out, grammar), grammar
+
+    def _generate(self, run: _Run, tool_choice: str) -> tuple[TurnOutput, TurnGrammar]:
+        from sdk.engine.matcher import Matcher
+
+        model = self.model
+        request, grammar = self._request(run, tool_choice)
+        if _is_remote(model):
+            try:
+                out = cast(RemoteBackend, model).complete_turn(
+                    request,
+                    grammar,
+                    max_tokens=self.max_tokens,
+                    sampling=self.sampling,
+                    parallel_tool_calls=self.parallel_tool_calls,
+                )
+            except AgentRunError as exc:
+                exc.messages = list(run.messages)
+                raise
+            return self._account(run, out, grammar), grammar
+        backend = cast(ModelBackend, model)
+        matcher = Matcher(grammar.compiled, backend.index) if grammar.compiled else None
+        try:
+            # begin_turn inside: a backend's own failure (a scripted model running out of
+            # replies) keeps the transcript too.
+            session = backend.begin_turn(request)
             out = generate_turn(
                 session,
                 matcher,
@@ -315,15 +385,25 @@ class Agent(Generic[OutputT]):
             )
         except UnexpectedModelBehavior as exc:
             exc.messages = list(run.messages)
+            if exc.raw_output is None:  # failed before any output: the last turn's
+                exc.raw_output = run.last_raw
             raise
+        return self._account(run, out, grammar), grammar
+
+    def _account(self, run: _Run, out: TurnOutput, grammar: TurnGrammar) -> TurnOutput:
+        """Usage and the truncation check, the same for every backend."""
         run.usage.add(out.usage)
         run.usage.steps += 1
         run.last_raw = out.text
         if not out.accepting:
             opener = self.format.opener
-            in_call = not grammar.has_output or (
-                bool(grammar.tool_names)
-                and (opener in out.text or opener.startswith(out.text.lstrip()))
+            in_call = (
+                bool(out.calls)
+                or not grammar.has_output
+                or (
+                    bool(grammar.tool_names)
+                    and (opener in out.text or opener.startswith(out.text.lstrip()))
+                )
             )
             raise TruncationError(
                 f"max_tokens={self.max_tokens} ran out inside a "
@@ -331,7 +411,13 @@ class Agent(Generic[OutputT]):
                 partial_text=out.text,
                 messages=list(run.messages),
             )
-        return out, grammar
+        return out
+
+    def _calls(self, out: TurnOutput, grammar: TurnGrammar) -> list[ParsedCall]:
+        """The turn's calls: split by a remote server already, or parsed out of the text."""
+        if out.calls is not None:
+            return list(out.calls)
+        return self.format.parse(out.text) if grammar.tool_names else []
 
     # ------------------------------------------------------------------ tools
 
@@ -348,9 +434,18 @@ class Agent(Generic[OutputT]):
                 raw_output=attempt.raw,
             )
 
-    async def _call_tool(self, run: _Run, call: ParsedCall, call_id: str, step: int) -> Message:
-        tool = self.tools.get(call.name)
-        if tool is None:
+    async def _call_tool(
+        self,
+        run: _Run,
+        call: ParsedCall,
+        call_id: str,
+        step: int,
+        offered: Sequence[str] | None = None,
+    ) -> Message:
+        # Re-checked here whatever produced the call (a remote server, a custom format): only
+        # a tool offered THIS turn (`offered`, the turn grammar's names) may run.
+        tool: Any = self.tools.get(call.name) if offered is None or call.name in offered else None
+        if tool is None and (call.error is None or call.name):
             raise ToolNotOffered(call.name, messages=list(run.messages), raw_output=run.last_raw)
         record = ToolCall(name=call.name, args=None, raw=call.raw, id=call_id, step=step)
         run.tool_calls.append(record)
@@ -416,8 +511,8 @@ class Agent(Generic[OutputT]):
         limit = self.max_steps if max_steps is None else max_steps
         for step in range(1, limit + 1):
             tool_choice = self._choices[min(step, len(self._choices)) - 1]
-            out, grammar = await asyncio.to_thread(self._generate, run, tool_choice)
-            calls = self.format.parse(out.text) if grammar.tool_names else []
+            out, grammar = await self._agenerate(run, tool_choice)
+            calls = self._calls(out, grammar)
             ids = [f"call_{step}_{i}" for i in range(len(calls))]
             parts = [
                 ToolCallPart(i, c.name, c.arguments, c.raw) for i, c in zip(ids, calls, strict=True)
@@ -425,7 +520,9 @@ class Agent(Generic[OutputT]):
             run.messages.append(Message.assistant(out.text, parts))
             if calls:
                 for call, call_id in zip(calls, ids, strict=True):
-                    run.messages.append(await self._call_tool(run, call, call_id, step))
+                    run.messages.append(
+                        await self._call_tool(run, call, call_id, step, grammar.tool_names)
+                    )
                 continue
             if self._output_adapter is None:
                 return self._result(run, cast(OutputT, out.text), out, new_from)
@@ -485,7 +582,7 @@ class Agent(Generic[OutputT]):
         messages, new_from = self._start_messages(prompt, message_history)
         run = _Run(messages=messages, deps=None)
         out, grammar = self._generate(run, self._choices[0])
-        calls = self.format.parse(out.text) if grammar.tool_names else []
+        calls = self._calls(out, grammar)
         ids = [f"call_1_{i}" for i in range(len(calls))]
         run.messages.append(
             Message.assistant(

@@ -101,10 +101,10 @@ def _check_name(name: Any, function: str) -> str:
 def _check_strict(schema: dict[str, Any], function: str, bindings: tuple[Binding, ...]) -> None:
     """Compile-check the schema now, so `strict=True` fails at definition, not at first use."""
     from sdk.errors import SchemaError
-    from sdk.schema import normalize
+    from sdk.grammar import compile_schema
 
-    try:
-        normalize(schema, strict=True)
+    try:  # the whole compiler: some keywords are only classified when the grammar is emitted
+        compile_schema(schema, strict=True)
     except SchemaError as exc:
         parameter = schema_parameter(getattr(exc, "pointer", ""), bindings)
         raise definition_error(function, parameter, f"strict=True, but {exc}") from exc

@@ -684,6 +684,14 @@ def test_strict_rejects_unenforceable_keywords_at_definition() -> None:
     assert tool(strict=False)(f_sets).__sdk_tool__.strict is False
 
 
+def test_strict_rejects_keywords_classified_at_grammar_emission() -> None:
+    """`multipleOf` on a float is only found unenforceable when the grammar is emitted."""
+    with pytest.raises(ToolDefinitionError, match=r"'step'.*multipleOf.*/properties/step"):
+
+        @tool(strict=True)
+        def stepped(step: Annotated[float, Field(multiple_of=0.5)]) -> None: ...
+
+
 # --- models as tools -----------------------------------------------------------------------------
 
 

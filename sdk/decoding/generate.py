@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sdk._agent_errors import UnexpectedModelBehavior
-from sdk.decoding.formats import HERMES, ToolCallFormat
+from sdk.decoding.formats import HERMES, ParsedCall, ToolCallFormat
 from sdk.errors import MatcherError
 from sdk.result import Usage
 
 if TYPE_CHECKING:
     import torch
 
-    from sdk.decoding.turn_grammar import ToolSpec
+    from sdk.decoding.turn_grammar import ToolSpec, TurnGrammar
     from sdk.engine.matcher import Matcher
     from sdk.engine.tokenizer import TokenizerIndex
     from sdk.messages import Message
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DecodeSession",
     "ModelBackend",
+    "RemoteBackend",
     "SamplingConfig",
     "TurnOutput",
     "TurnRequest",
@@ -55,8 +56,13 @@ class TurnRequest:
 class DecodeSession(Protocol):
     """One turn's incremental forward passes over a fixed prompt (KV cache inside)."""
 
-    prompt_ids: Sequence[int]
-    cached_tokens: int  # prompt tokens reused from an earlier turn's KV cache
+    @property
+    def prompt_ids(self) -> Sequence[int]: ...
+
+    @property
+    def cached_tokens(self) -> int:
+        """Prompt tokens reused from an earlier turn's KV cache."""
+        ...
 
     def prefill(self) -> torch.Tensor:
         """Run the prompt; logits (1-D, vocab) for the first generated token."""
@@ -78,6 +84,31 @@ class ModelBackend(Protocol):
     def begin_turn(self, request: TurnRequest) -> DecodeSession: ...
 
 
+class RemoteBackend(Protocol):
+    """A model that produces whole turns itself (an OpenAI-compatible server): it gets the
+    turn's grammar to enforce in its own way and returns text and/or already-split calls."""
+
+    def complete_turn(
+        self,
+        request: TurnRequest,
+        grammar: TurnGrammar,
+        *,
+        max_tokens: int,
+        sampling: SamplingConfig,
+        parallel_tool_calls: bool,
+    ) -> TurnOutput: ...
+
+    async def acomplete_turn(
+        self,
+        request: TurnRequest,
+        grammar: TurnGrammar,
+        *,
+        max_tokens: int,
+        sampling: SamplingConfig,
+        parallel_tool_calls: bool,
+    ) -> TurnOutput: ...
+
+
 @dataclass(frozen=True)
 class SamplingConfig:
     """Greedy when `temperature == 0`; otherwise seeded sampling with optional nucleus."""
@@ -96,6 +127,8 @@ class TurnOutput:
     finish_reason: str  # "stop" | "length"
     accepting: bool  # the matcher accepted the output (always True without a grammar)
     usage: Usage = field(default_factory=Usage)
+    # Calls a remote backend returned already split (native `tool_calls`); None: parse `text`.
+    calls: list[ParsedCall] | None = None
 
 
 def _valid_utf8_prefix(data: bytes) -> str:

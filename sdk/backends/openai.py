@@ -1,0 +1,590 @@
+"""An OpenAI-compatible chat server (vLLM, SGLang, llama.cpp, ...) as an agent backend.
+
+The same `Agent`, tools and typed outputs run against a server speaking the OpenAI chat API:
+`Agent(model=OpenAIChatModel("http://127.0.0.1:8000/v1", "my-model"))`. Only "produce the
+turn" changes: instead of masking logits locally, the turn's constraint is sent to the server
+in the form it understands, chosen by `constraint`:
+
+- `"gbnf"`: the agent's exact turn grammar (free text + Hermes `<tool_call>` blocks, or the
+  typed output) exported to GBNF (`sdk.grammar.gbnf`), in the `grammar` field (llama.cpp;
+  `grammar_field="ebnf"` for SGLang, `"structured_outputs.grammar"` for vLLM's xgrammar).
+  Tools are described in the system prompt and calls come back as text, parsed exactly like
+  local generation.
+- `"lark"`: the same turn grammar as Lark text, in `structured_outputs.grammar` (vLLM) by
+  default (`grammar_field="guided_grammar"` for older vLLM).
+- `"json_schema"`: native `tools` / `tool_choice`; a typed final reply as
+  `response_format={"type": "json_schema", ...}` (OpenAI, vLLM, SGLang, llama-server).
+- `"json_object"`: the same, with llama-cpp-python's `{"type": "json_object", "schema": ...}`.
+- `"none"`: native `tools` / `tool_choice` only; nothing else is enforced server-side.
+
+Whatever the server enforces, the reply goes through the agent's own parse → validate → retry
+path: arguments are validated by the tools' Pydantic models, unknown tools are refused before
+anything runs, invalid arguments go back to the model as feedback, `finish_reason="length"`
+inside a call or typed output raises `TruncationError`.
+
+Transport: `httpx` (sync and async clients), a `timeout` per request, and `max_retries`
+retries with exponential backoff (tenacity) on connection errors, timeouts, 429 and 5xx.
+When they run out, `RemoteTimeoutError` / `RemoteModelError` (with the status and body).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from sdk._agent_errors import AgentRunError, UnexpectedModelBehavior
+from sdk.decoding.formats import ParsedCall
+from sdk.decoding.generate import SamplingConfig, TurnOutput, TurnRequest
+from sdk.result import Usage
+
+if TYPE_CHECKING:
+    import httpx
+
+    from sdk.decoding.turn_grammar import TurnGrammar
+    from sdk.messages import Message
+
+__all__ = [
+    "Constraint",
+    "OpenAIChatModel",
+    "RemoteModelError",
+    "RemoteTimeoutError",
+]
+
+Constraint = Literal["gbnf", "lark", "json_schema", "json_object", "none"]
+_CONSTRAINTS: tuple[str, ...] = get_args(Constraint)
+_GRAMMAR_MODES = ("gbnf", "lark")
+_DEFAULT_FIELD = {"gbnf": "grammar", "lark": "structured_outputs.grammar"}
+_RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+
+
+class RemoteModelError(AgentRunError):
+    """The server failed: an HTTP error status, an unreadable reply, or a transport error
+    after `max_retries` retries. `status_code` and `body` hold the last HTTP reply, if any."""
+
+    def __init__(
+        self, message: str, *, status_code: int | None = None, body: str | None = None
+    ) -> None:
+        self.status_code = status_code
+        self.body = body
+        super().__init__(message)
+
+
+class RemoteTimeoutError(RemoteModelError):
+    """The server did not answer within `timeout` seconds, `max_retries + 1` times."""
+
+
+class _RetryableStatus(Exception):
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+        super().__init__(f"HTTP {response.status_code}")
+
+
+class OpenAIChatModel:
+    """A model behind an OpenAI-compatible `/chat/completions` endpoint.
+
+    base_url: the API root, e.g. "http://127.0.0.1:8000/v1" (`/chat/completions` is appended).
+    model: the served model name; None asks the server (`GET /models`, first entry) once.
+    api_key: sent as `Authorization: Bearer ...` when given.
+    constraint: how turns are constrained on the server (see the module docstring).
+    grammar_field: where the grammar goes for "gbnf"/"lark": a request field, dotted for
+        nesting ("grammar", "ebnf", "structured_outputs.grammar", "guided_grammar").
+    timeout: seconds per HTTP request (connect, read, write, pool).
+    max_retries: retries of one request on connection errors, timeouts, 429 and 5xx.
+    backoff: first retry delay in seconds (doubles each retry, capped at 8 s).
+    extra_body: extra top-level request fields (e.g. `{"top_k": 20}`), merged into every request.
+    headers: extra HTTP headers.
+    transport / async_transport: `httpx` transports (tests pass `httpx.MockTransport`).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str | None = None,
+        *,
+        api_key: str | None = None,
+        constraint: Constraint = "json_schema",
+        grammar_field: str | None = None,
+        timeout: float = 120.0,
+        max_retries: int = 2,
+        backoff: float = 0.5,
+        extra_body: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+        async_transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if constraint not in _CONSTRAINTS:
+            raise ValueError(f"constraint={constraint!r}: expected one of {list(_CONSTRAINTS)}")
+        if max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        self.base_url = base_url.rstrip("/")
+        self.model_name = model
+        self.api_key = api_key
+        self.constraint: Constraint = constraint
+        self.grammar_field = grammar_field or _DEFAULT_FIELD.get(constraint, "grammar")
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.extra_body = dict(extra_body or {})
+        self.headers = dict(headers or {})
+        self._transport = transport
+        self._async_transport = async_transport
+        self._client: httpx.Client | None = None
+        self._lock = threading.Lock()
+        self._gbnf: OrderedDict[str, str] = OrderedDict()
+
+    @classmethod
+    def from_env(cls, **kwargs: Any) -> OpenAIChatModel:
+        """From `SDK_MODEL_URL` (required), `SDK_MODEL_NAME`, `SDK_MODEL_CONSTRAINT`,
+        `SDK_GRAMMAR_FIELD` and `SDK_API_KEY`; keyword arguments win."""
+        url = os.environ.get("SDK_MODEL_URL")
+        if not url:
+            raise ValueError("SDK_MODEL_URL is not set")
+        env = {
+            "model": os.environ.get("SDK_MODEL_NAME") or None,
+            "constraint": os.environ.get("SDK_MODEL_CONSTRAINT") or "json_schema",
+            "grammar_field": os.environ.get("SDK_GRAMMAR_FIELD") or None,
+            "api_key": os.environ.get("SDK_API_KEY") or None,
+        }
+        return cls(url, **{**env, **kwargs})
+
+    def __repr__(self) -> str:
+        return (
+            f"OpenAIChatModel({self.base_url!r}, {self.model_name!r}, "
+            f"constraint={self.constraint!r})"
+        )
+
+    # ------------------------------------------------------------------ HTTP
+
+    def _headers(self) -> dict[str, str]:
+        h = {"Content-Type": "application/json", **self.headers}
+        if self.api_key:
+            h["Authorization"] = f"Bearer {self.api_key}"
+        return h
+
+    def _sync_client(self) -> httpx.Client:
+        import httpx
+
+        with self._lock:
+            if self._client is None:
+                self._client = httpx.Client(
+                    timeout=self.timeout, headers=self._headers(), transport=self._transport
+                )
+            return self._client
+
+    def close(self) -> None:
+        """Close the pooled sync client (the async path opens one client per request)."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    def __enter__(self) -> OpenAIChatModel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _retrying(self) -> Any:
+        from tenacity import Retrying
+
+        return self._retry_policy(Retrying)
+
+    def _async_retrying(self) -> Any:
+        from tenacity import AsyncRetrying
+
+        return self._retry_policy(AsyncRetrying)
+
+    def _retry_policy(self, kind: Any) -> Any:
+        """Transport failures and retryable statuses, with exponential backoff (tenacity)."""
+        import httpx
+        from tenacity import retry_if_exception_type, stop_after_attempt, wait_exponential
+
+        return kind(
+            retry=retry_if_exception_type((httpx.TransportError, _RetryableStatus)),
+            stop=stop_after_attempt(self.max_retries + 1),
+            wait=wait_exponential(multiplier=self.backoff, max=8),
+            reraise=True,
+        )
+
+    @staticmethod
+    def _checked(response: httpx.Response) -> Any:
+        if response.status_code in _RETRY_STATUS:
+            raise _RetryableStatus(response)
+        if response.status_code >= 400:
+            raise RemoteModelError(
+                f"server answered HTTP {response.status_code}: {response.text[:500]}",
+                status_code=response.status_code,
+                body=response.text,
+            )
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise RemoteModelError(
+                f"server reply is not JSON: {response.text[:200]!r}",
+                status_code=response.status_code,
+                body=response.text,
+            ) from exc
+
+    def _failure(self, exc: BaseException, url: str) -> RemoteModelError:
+        import httpx
+
+        tries = self.max_retries + 1
+        if isinstance(exc, httpx.TimeoutException):
+            return RemoteTimeoutError(
+                f"{url}: no answer within timeout={self.timeout}s ({tries} attempts)"
+            )
+        if isinstance(exc, _RetryableStatus):
+            r = exc.response
+            return RemoteModelError(
+                f"{url}: HTTP {r.status_code} after {tries} attempts: {r.text[:500]}",
+                status_code=r.status_code,
+                body=r.text,
+            )
+        return RemoteModelError(f"{url}: {type(exc).__name__}: {exc} ({tries} attempts)")
+
+    def _http(self, path: str, body: Mapping[str, Any] | None) -> Any:
+        """GET `path` (body None) or POST `body` to it, with retries; the reply's JSON."""
+        import httpx
+
+        url = self.base_url + path
+        client = self._sync_client()
+        try:
+            for attempt in self._retrying():
+                with attempt:
+                    if body is None:
+                        r = client.get(url)
+                    else:
+                        r = client.post(url, content=json.dumps(body, ensure_ascii=False))
+                    return self._checked(r)
+        except (httpx.TransportError, _RetryableStatus) as exc:
+            raise self._failure(exc, url) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _ahttp(self, path: str, body: Mapping[str, Any] | None) -> Any:
+        import httpx
+
+        url = self.base_url + path
+        async with httpx.AsyncClient(
+            timeout=self.timeout, headers=self._headers(), transport=self._async_transport
+        ) as client:
+            try:
+                async for attempt in self._async_retrying():
+                    with attempt:
+                        if body is None:
+                            r = await client.get(url)
+                        else:
+                            content = json.dumps(body, ensure_ascii=False)
+                            r = await client.post(url, content=content)
+                        return self._checked(r)
+            except (httpx.TransportError, _RetryableStatus) as exc:
+                raise self._failure(exc, url) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _model_from(self, listing: Any) -> str:
+        try:
+            name = str(listing["data"][0]["id"])
+        except (KeyError, IndexError, TypeError) as exc:
+            raise RemoteModelError(f"GET {self.base_url}/models lists no model") from exc
+        self.model_name = name
+        return name
+
+    def resolve_model(self) -> str:
+        """The served model's name (asks `GET /models` once when `model` was not given)."""
+        if self.model_name is not None:
+            return self.model_name
+        return self._model_from(self._http("/models", None))
+
+    async def aresolve_model(self) -> str:
+        if self.model_name is not None:
+            return self.model_name
+        return self._model_from(await self._ahttp("/models", None))
+
+    # ------------------------------------------------------------------ requests
+
+    def gbnf_for(self, grammar: TurnGrammar) -> str:
+        """The turn grammar as GBNF (cached per grammar text)."""
+        from sdk.grammar.gbnf import lark_to_gbnf
+
+        assert grammar.lark is not None
+        with self._lock:
+            hit = self._gbnf.get(grammar.lark)
+        if hit is None:
+            hit = lark_to_gbnf(grammar.lark)
+            with self._lock:
+                self._gbnf[grammar.lark] = hit
+                while len(self._gbnf) > 64:
+                    self._gbnf.popitem(last=False)
+        return hit
+
+    def build_request(
+        self,
+        request: TurnRequest,
+        grammar: TurnGrammar,
+        *,
+        max_tokens: int,
+        sampling: SamplingConfig = SamplingConfig(),  # noqa: B008 - frozen dataclass
+        parallel_tool_calls: bool = True,
+        model: str | None = None,
+    ) -> dict[str, Any]:
+        """The JSON body of the `/chat/completions` request for one turn."""
+        body: dict[str, Any] = {}
+        name = model or self.model_name
+        if name is not None:
+            body["model"] = name
+        grammar_mode = self.constraint in _GRAMMAR_MODES
+        body["messages"] = (
+            _hermes_messages(request) if grammar_mode else _native_messages(request.messages)
+        )
+        body["max_tokens"] = max_tokens
+        body["temperature"] = sampling.temperature
+        if sampling.top_p < 1.0:
+            body["top_p"] = sampling.top_p
+        if sampling.seed is not None:
+            body["seed"] = sampling.seed
+        if grammar_mode:
+            if grammar.lark is not None:
+                text = self.gbnf_for(grammar) if self.constraint == "gbnf" else grammar.lark
+                _put(body, self.grammar_field, text)
+        else:
+            if request.tools:
+                body["tools"] = [t.to_openai() for t in request.tools]
+                body["tool_choice"] = _native_tool_choice(request)
+                if not parallel_tool_calls:
+                    body["parallel_tool_calls"] = False
+            if grammar.mode == "output" and request.output_schema is not None:
+                schema = dict(request.output_schema)
+                if self.constraint == "json_schema":
+                    body["response_format"] = {
+                        "type": "json_schema",
+                        "json_schema": {"name": _schema_name(schema), "schema": schema},
+                    }
+                elif self.constraint == "json_object":
+                    body["response_format"] = {"type": "json_object", "schema": schema}
+        for k, v in self.extra_body.items():
+            body[k] = v
+        return body
+
+    def parse_response(
+        self,
+        data: Any,
+        request: TurnRequest,
+        grammar: TurnGrammar,
+        *,
+        parallel_tool_calls: bool = True,
+        elapsed: float = 0.0,
+    ) -> TurnOutput:
+        """A `/chat/completions` reply as a `TurnOutput` (native tool calls in `calls`)."""
+        try:
+            choice = data["choices"][0]
+            message = choice.get("message") or {}
+        except (KeyError, IndexError, TypeError) as exc:
+            raise RemoteModelError(
+                f"unexpected reply shape: {json.dumps(data)[:300]}", body=json.dumps(data)
+            ) from exc
+        text = message.get("content") or ""
+        if not isinstance(text, str):
+            text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
+        finish = str(choice.get("finish_reason") or "stop")
+        calls: list[ParsedCall] | None = None
+        if self.constraint not in _GRAMMAR_MODES:
+            raw_calls = message.get("tool_calls") or []
+            if raw_calls:
+                calls = [_parsed_call(c) for c in raw_calls]
+            elif grammar.tool_names and request.fmt.opener in text:
+                calls = request.fmt.parse(text)  # a server without a tool parser
+            else:
+                calls = []
+            if not parallel_tool_calls:
+                calls = calls[:1]
+            if not calls and grammar.mode == "required" and finish != "length":
+                raise UnexpectedModelBehavior(
+                    f"the server returned no tool call although tool_choice="
+                    f"{request.tool_choice!r} requires one (does it support tool_choice?)",
+                    raw_output=text,
+                )
+        usage = Usage(generation_time_s=elapsed)
+        u = data.get("usage") or {}
+        with contextlib.suppress(TypeError, ValueError):
+            usage.prompt_tokens = int(u.get("prompt_tokens") or 0)
+            usage.completion_tokens = int(u.get("completion_tokens") or 0)
+            details = u.get("prompt_tokens_details") or {}
+            usage.cached_prompt_tokens = int(details.get("cached_tokens") or 0)
+        truncated = finish == "length" and _inside_structure(text, calls, grammar, request)
+        return TurnOutput(
+            text=text,
+            token_ids=[],
+            finish_reason="length" if finish == "length" else "stop",
+            accepting=not truncated,
+            usage=usage,
+            calls=calls,
+        )
+
+    # ------------------------------------------------------------------ the backend protocol
+
+    def complete_turn(
+        self,
+        request: TurnRequest,
+        grammar: TurnGrammar,
+        *,
+        max_tokens: int,
+        sampling: SamplingConfig = SamplingConfig(),  # noqa: B008 - frozen dataclass
+        parallel_tool_calls: bool = True,
+    ) -> TurnOutput:
+        """One assistant turn from the server (blocking)."""
+        name = self.resolve_model()
+        body = self.build_request(
+            request,
+            grammar,
+            max_tokens=max_tokens,
+            sampling=sampling,
+            parallel_tool_calls=parallel_tool_calls,
+            model=name,
+        )
+        t0 = time.perf_counter()
+        data = self._http("/chat/completions", body)
+        return self.parse_response(
+            data,
+            request,
+            grammar,
+            parallel_tool_calls=parallel_tool_calls,
+            elapsed=time.perf_counter() - t0,
+        )
+
+    async def acomplete_turn(
+        self,
+        request: TurnRequest,
+        grammar: TurnGrammar,
+        *,
+        max_tokens: int,
+        sampling: SamplingConfig = SamplingConfig(),  # noqa: B008 - frozen dataclass
+        parallel_tool_calls: bool = True,
+    ) -> TurnOutput:
+        """One assistant turn from the server (async: the event loop keeps running)."""
+        name = await self.aresolve_model()
+        body = self.build_request(
+            request,
+            grammar,
+            max_tokens=max_tokens,
+            sampling=sampling,
+            parallel_tool_calls=parallel_tool_calls,
+            model=name,
+        )
+        t0 = time.perf_counter()
+        data = await self._ahttp("/chat/completions", body)
+        return self.parse_response(
+            data,
+            request,
+            grammar,
+            parallel_tool_calls=parallel_tool_calls,
+            elapsed=time.perf_counter() - t0,
+        )
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _put(body: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    node = body
+    for p in parents:
+        node = node.setdefault(p, {})
+    node[last] = value
+
+
+def _schema_name(schema: Mapping[str, Any]) -> str:
+    import re
+
+    title = schema.get("title")
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", title) if isinstance(title, str) else ""
+    return (name or "output")[:64]
+
+
+def _native_tool_choice(request: TurnRequest) -> Any:
+    choice = request.tool_choice
+    if choice == "required" and len(request.tools) == 1:
+        choice = request.tools[0].name  # the same constraint; servers without "required" take it
+    if choice in ("auto", "required", "none"):
+        return choice
+    return {"type": "function", "function": {"name": choice}}
+
+
+def _args_text(arguments: Any, raw: str) -> str:
+    return raw or json.dumps(arguments, ensure_ascii=False)
+
+
+def _native_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """The transcript in the OpenAI shape: calls as `tool_calls` (arguments as JSON text)."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        d: dict[str, Any] = {"role": m.role, "content": m.content}
+        if m.role == "assistant" and m.tool_calls:
+            d["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": _args_text(c.arguments, c.raw)},
+                }
+                for c in m.tool_calls
+            ]
+        if m.role == "tool":
+            d["tool_call_id"] = m.tool_call_id or ""
+            if m.name:
+                d["name"] = m.name
+        out.append(d)
+    return out
+
+
+def _hermes_messages(request: TurnRequest) -> list[dict[str, Any]]:
+    """Grammar modes: tools described in the system prompt, calls as Hermes text in the
+    assistant turns, results as `<tool_response>` user turns (what the turn grammar speaks)."""
+    from dataclasses import replace
+
+    from sdk.backends.transformers import _fallback_dicts
+    from sdk.messages import Message
+
+    fmt = request.fmt
+    msgs: list[Message] = []
+    for m in request.messages:
+        if m.role == "assistant" and m.tool_calls and fmt.opener not in m.content:
+            calls = "\n".join(fmt.render_call(c.name, c.arguments) for c in m.tool_calls)
+            m = Message.assistant((m.content + "\n" if m.content else "") + calls, m.tool_calls)
+        msgs.append(m)
+    return _fallback_dicts(replace(request, messages=tuple(msgs)))
+
+
+def _parsed_call(raw: Any) -> ParsedCall:
+    fn = raw.get("function") if isinstance(raw, dict) else None
+    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+        return ParsedCall("", None, json.dumps(raw), "expected a function call with a name")
+    args = fn.get("arguments", {})
+    if isinstance(args, str):
+        text = args
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except ValueError as exc:
+            return ParsedCall(fn["name"], None, text, f"invalid JSON in the arguments: {exc}")
+    else:
+        text = json.dumps(args, ensure_ascii=False)
+    return ParsedCall(fn["name"], args, text)
+
+
+def _inside_structure(
+    text: str, calls: list[ParsedCall] | None, grammar: TurnGrammar, request: TurnRequest
+) -> bool:
+    """On `finish_reason="length"`: did the budget run out inside a call or a typed output?
+    (Free text cut short is a complete answer, as in local generation.)"""
+    if grammar.mode == "none":
+        return False
+    if grammar.mode in ("output", "required"):
+        return True
+    if calls:
+        return True
+    if request.output_schema is not None:
+        return True  # auto + output type: the reply is either calls or the typed output
+    return request.fmt.opener in text
