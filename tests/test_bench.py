@@ -136,3 +136,33 @@ def test_maskbench_cli_with_llguidance(tmp_path: Path, capsys: pytest.CaptureFix
     assert by_file["c_enum.json"]["status"] == "fail"
     assert by_file["c_enum.json"]["failures"][0]["test"] == 1
     assert [p.name for p in select_files(str(tmp_path), "enum", None)] == ["c_enum.json"]
+
+
+def test_e2e_summary_ratios_and_table() -> None:
+    """The e2e report's arithmetic, on hand-made rows (the model run itself is a benchmark)."""
+    import argparse
+
+    from sdk.bench.e2e import Row, format_table, summarize
+
+    rows = [
+        Row("ours", "q1", seconds=1.0, tokens=40, forward_passes=8, forced_tokens=30,
+            mask_s=0.05, parsed=True, valid=True),
+        Row("ours-no-ff", "q1", seconds=4.0, tokens=40, forward_passes=41),
+        Row("unconstrained", "q1", seconds=8.0, tokens=80, forward_passes=80),
+        Row("ours", "q2", seconds=3.0, tokens=20, forward_passes=6, forced_tokens=10,
+            parsed=True, valid=False),
+        Row("ours-no-ff", "q2", seconds=3.5, tokens=20, forward_passes=21),
+        Row("unconstrained", "q2", seconds=2.0, tokens=20, forward_passes=20),
+    ]
+    s = summarize(rows, ["ours", "ours-no-ff", "unconstrained"])
+    assert s["ours"]["wall_p50_s"] == 2.0
+    assert s["ours"]["forward_passes_per_call"] == 7.0
+    assert s["ours"]["passes_saved_per_call"] == 24.0  # 31 - 7
+    assert s["ours"]["calls_no_slower_than_unconstrained"] == 0.5
+    # q1: 1 / (40 * 8/80) = 0.25; q2: 3 / (20 * 2/20) = 1.5 → median 0.875
+    assert s["ours"]["wall_ratio_vs_unconstrained_same_tokens_p50"] == 0.875
+    assert s["ours"]["valid"] == 0.5 and s["ours"]["parsed"] == 1.0
+    assert s["ours"]["mask_share"] == round(0.05 / 4.0, 4)
+    table = format_table(s, argparse.Namespace(n=2, offset=0, model="m", max_tokens=9))
+    assert "24.0 forward passes saved per call" in table
+    assert table.splitlines()[2].startswith("ours ")

@@ -10,7 +10,8 @@ USAGE = """usage: python -m sdk.bench SUBCOMMAND [options]
 subcommands:
   maskbench DIR   replay MaskBench JSON instances token by token through each engine's
                   mask (TBM, TTFM, correctness counts); see `maskbench --help`
-  e2e             end-to-end generation benchmark (not implemented yet)
+  e2e             one tool call per prompt: ours vs unconstrained vs XGrammar's logits
+                  processor (wall time, passes, tokens/s, mask share); see `e2e --help`
   bfcl            BFCL "multiple" function calling, constrained vs unconstrained; see `bfcl --help`
 """
 
@@ -23,8 +24,9 @@ def _maskbench(argv: list[str]) -> int:
 
 
 def _e2e(argv: list[str]) -> int:
-    print("sdk.bench e2e: not implemented yet", file=sys.stderr)
-    return 2
+    from .e2e import main
+
+    return main(argv)
 
 
 def _bfcl(argv: list[str]) -> int:
