@@ -390,18 +390,21 @@ def byte_classes(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     inverse = inverse.reshape(-1)
     if (trans != trans[:, first[inverse]]).any():  # a fingerprint collision: be exact
         return _exact_classes(trans)
-    order = np.argsort(first)
-    remap = np.empty(len(first), dtype=np.int64)
-    remap[order] = np.arange(len(first))
-    return first[order], remap[inverse]
+    return in_first_seen_order(first, inverse)
 
 
 def _exact_classes(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     _, reps, inverse = np.unique(trans.T, axis=0, return_index=True, return_inverse=True)
-    order = np.argsort(reps)
-    remap = np.empty(len(reps), dtype=np.int64)
-    remap[order] = np.arange(len(reps))
-    return reps[order], remap[inverse.reshape(-1)]
+    return in_first_seen_order(reps, inverse)
+
+
+def in_first_seen_order(first: np.ndarray, inverse: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`np.unique`'s (first index, inverse) renumbered so that class k is the k-th to appear:
+    (first member of each class, ascending; class of every item)."""
+    order = np.argsort(first, kind="stable")
+    remap = np.empty(len(first), dtype=np.int64)
+    remap[order] = np.arange(len(first))
+    return first[order], remap[inverse.reshape(-1)]
 
 
 _weights_cache: dict[int, np.ndarray] = {}

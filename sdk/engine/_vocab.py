@@ -92,6 +92,15 @@ class Walk:
     packed: np.ndarray | None
 
 
+def _per_vocab(registry: weakref.WeakKeyDictionary[Vocab, Any], vocab: Vocab, size: int) -> Any:
+    """The byte-bounded cache of `vocab` in `registry` (created on first use; it lives and
+    dies with the vocabulary)."""
+    cache = registry.get(vocab)
+    if cache is None:
+        cache = registry.setdefault(vocab, BoundedCache(size))
+    return cache
+
+
 _walk_cache: weakref.WeakKeyDictionary[Vocab, BoundedCache[Any, Walk]] = (
     weakref.WeakKeyDictionary()
 )
@@ -105,15 +114,13 @@ def classify(vocab: Vocab, dfa: au.Dfa, state: int) -> Walk:
     Big DFAs are also cached by `horizon_classes`: states that no token can tell apart (a
     length counter's states far from its bounds) share one walk.
     """
-    cache = _walk_cache.get(vocab)
-    if cache is None:
-        cache = _walk_cache.setdefault(vocab, BoundedCache(WALK_CACHE_BYTES))
+    if dfa.n_states < HORIZON_MIN_STATES:
+        return cached_walk(vocab, dfa, state, 0, None, 0)
+    cache = _per_vocab(_walk_cache, vocab, WALK_CACHE_BYTES)
     key = (dfa.serial, state, 0, 0)
     got = cache.get(key)
     if got is not None:
         return got
-    if dfa.n_states < HORIZON_MIN_STATES:
-        return cached_walk(vocab, dfa, state, 0, None, 0)
     hkey = ("horizon", dfa.serial, int(horizon_classes(dfa, vocab.matrix.shape[1])[state]))
     got = cache.get(hkey)
     if got is None:
@@ -170,9 +177,7 @@ def cached_walk(
 ) -> Walk:
     """`walk`, memoised across grammars: row sets are named by the key of the event that
     produced them, so the same boundary crossing is never walked twice."""
-    cache = _walk_cache.get(vocab)
-    if cache is None:
-        cache = _walk_cache.setdefault(vocab, BoundedCache(WALK_CACHE_BYTES))
+    cache = _per_vocab(_walk_cache, vocab, WALK_CACHE_BYTES)
     key = (dfa.serial, state, col, rows_key)
     got = cache.get(key)
     if got is None:
@@ -304,9 +309,7 @@ _only_cache: weakref.WeakKeyDictionary[Vocab, BoundedCache[bytes, np.ndarray]] =
 
 def _only_bytes_of(vocab: Vocab, allowed: np.ndarray) -> np.ndarray:
     """Rows made only of `allowed` bytes (cached per byte set: most are JSON string bodies)."""
-    cache = _only_cache.get(vocab)
-    if cache is None:
-        cache = _only_cache.setdefault(vocab, BoundedCache(16 << 20))
+    cache = _per_vocab(_only_cache, vocab, 16 << 20)
     key = np.packbits(allowed).tobytes()
     got = cache.get(key)
     if got is None:
@@ -379,9 +382,7 @@ def _groups(vocab: Vocab, dfa: au.Dfa) -> _Groups | None:
     """Group the vocabulary by the DFA's byte classes: a string-body state then walks a few
     hundred representatives instead of every token. Cached per byte partition, which many
     DFAs share (every JSON string DFA splits bytes the same way)."""
-    cache = _group_cache.get(vocab)
-    if cache is None:
-        cache = _group_cache.setdefault(vocab, BoundedCache(64 << 20))
+    cache = _per_vocab(_group_cache, vocab, 64 << 20)
     if dfa.serial in cache:
         return cache.get(dfa.serial)
     got: _Groups | None = None
@@ -406,10 +407,8 @@ def _group_rows(vocab: Vocab, byte_class: np.ndarray) -> _Groups:
     keys[:, 2:] = byte_class[vocab.matrix]
     void = np.ascontiguousarray(keys).view(np.dtype((np.void, width + 2))).reshape(-1)
     _, first, inverse = np.unique(void, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")
-    remap = np.empty(len(first), dtype=np.int64)
-    remap[order] = np.arange(len(first))
-    return _Groups(first[order].astype(np.int64), remap[inverse.reshape(-1)])
+    reps, group_of_row = au.in_first_seen_order(first, inverse)
+    return _Groups(reps.astype(np.int64), group_of_row)
 
 
 def _walk_grouped(vocab: Vocab, dfa: au.Dfa, state: int, groups: _Groups) -> tuple[np.ndarray, Events]:
