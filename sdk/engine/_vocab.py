@@ -34,7 +34,6 @@ class Vocab:
     row_lengths: np.ndarray  # int64 [N]: byte length of each matrix row
     flat: np.ndarray  # uint8: the rows' bytes back to back (no padding)
     row_of_flat: np.ndarray  # int32: the matrix row of every byte of `flat`
-    offsets: np.ndarray  # int64 [N]: where each row starts in `flat`
 
 
 _vocabs: weakref.WeakKeyDictionary[Any, Vocab] = weakref.WeakKeyDictionary()
@@ -69,10 +68,9 @@ def _build(index: Any) -> Vocab:
     by_first = tuple(np.nonzero(first == b)[0].astype(np.int64) for b in range(256))
     flat = np.frombuffer(b"".join(tb[i] for i in order.tolist()), dtype=np.uint8)
     row_of_flat = np.repeat(np.arange(len(order), dtype=np.int32), sorted_lens)
-    offsets = np.concatenate([[0], np.cumsum(sorted_lens)[:-1]]).astype(np.int64)
     return Vocab(
         size, tb, order, matrix, longer, eos, (size + 7) // 8, by_first, sorted_lens, flat,
-        row_of_flat, offsets,
+        row_of_flat,
     )
 
 
