@@ -291,6 +291,8 @@ def test_direct_dfa_construction_matches_subset_construction(
         r'"(?!(?:ab|abc)")(?:[^"\\\x00-\x1f]|\\["\\/bfnrt])*"',
         r"[a-z]{0,30}",
         r"(?:[ -~]{2})*",
+        r'"(?!(?:name|nickname|id|Create|CreateAdmin)")(?:[^"\\\x00-\x1f]|\\["\\/bfnrt])*"',
+        r'[^0-9"][^"]*"',
     ],
 )
 def test_whole_vocabulary_shortcuts_agree_with_a_plain_walk(pattern: str) -> None:

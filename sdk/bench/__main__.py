@@ -13,6 +13,7 @@ subcommands:
   e2e             one tool call per prompt: ours vs unconstrained vs XGrammar's logits
                   processor (wall time, passes, tokens/s, mask share); see `e2e --help`
   bfcl            BFCL "multiple" function calling, constrained vs unconstrained; see `bfcl --help`
+  index           tokenizer index: build vs disk-cache load vs llguidance; see `index --help`
 """
 
 
@@ -35,10 +36,17 @@ def _bfcl(argv: list[str]) -> int:
     return main(argv)
 
 
+def _index(argv: list[str]) -> int:
+    from .index import main
+
+    return main(argv)
+
+
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "maskbench": _maskbench,
     "e2e": _e2e,
     "bfcl": _bfcl,
+    "index": _index,
 }
 
 

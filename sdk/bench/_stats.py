@@ -66,8 +66,18 @@ def summarize_engine(
         },
         "peak_rss_mb": peak_rss_mb,
         "setup_rss_mb": setup_rss_mb,
+        "rss_trace_mb": rss_trace(results),
         "busy_s": round(sum(r["wall_s"] for r in results), 3),
     }
+
+
+def rss_trace(results: list[dict[str, Any]], points: int = 4) -> list[float | None]:
+    """Worker RSS after 1/points, 2/points, ... of the schemas: flat when caches are bounded."""
+    rss = [r.get("rss_now_mb") for r in results]
+    if not rss:
+        return []
+    picks = [max(0, round(len(rss) * k / points) - 1) for k in range(1, points + 1)]
+    return [rss[i] for i in picks]
 
 
 def ratios(engines: dict[str, dict[str, Any]], ours: str = "ours") -> dict[str, dict[str, Any]]:
@@ -125,11 +135,15 @@ def format_table(engines: dict[str, dict[str, Any]], ratio: dict[str, dict[str, 
         row(f"TTFM {q} (ms)", lambda e, q=q: e["ttfm_ms"][q])
     row("peak RSS (MB)", lambda e: e["peak_rss_mb"])
     row("RSS after setup (MB)", lambda e: e["setup_rss_mb"])
+    row(
+        "RSS at 25/50/75/100% (MB)",
+        lambda e: "/".join(f"{x:.0f}" if x else "?" for x in e.get("rss_trace_mb") or []) or None,
+    )
     row("busy (s)", lambda e: e["busy_s"])
     row("worker restarts", lambda e: e.get("worker_restarts", 0))
 
     width = max(len(label) for label, _ in rows) + 2
-    col = max([12, *(len(n) + 2 for n in names)])
+    col = max([12, *(len(n) + 2 for n in names), *(len(c) + 2 for _, cs in rows for c in cs)])
     lines = ["".ljust(width) + "".join(n.rjust(col) for n in names)]
     lines += [label.ljust(width) + "".join(c.rjust(col) for c in cells) for label, cells in rows]
     for n in names:

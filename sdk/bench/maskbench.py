@@ -72,6 +72,19 @@ def _rss_mb(pid: int | str = "self") -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
 
 
+def _rss_now_mb() -> float:
+    """Current resident set size of this process in MB (0.0 if unknown): sampled after every
+    schema, so a cache that grows without bound shows as a rising trace."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return round(int(line.split()[1]) / 1024.0, 1)
+    except OSError:
+        pass
+    return 0.0
+
+
 def _describe(tokenizer: Any, ids: list[int], pos: int) -> dict[str, Any]:
     """Where a replay stopped, in text, so a failure can be read without re-running."""
     prefix = tokenizer.decode(ids[:pos]) if tokenizer is not None else ""
@@ -186,6 +199,7 @@ def _worker_main(conn: Connection, engine: str, tok_spec: str, whitespace: str) 
         schema, tests, timeout_s = job
         res, tbm = run_schema(adapter, schema, tests, timeout_s, tokenizer)
         res["rss_mb"] = _rss_mb()
+        res["rss_now_mb"] = _rss_now_mb()
         conn.send((res, tbm.astype(np.float32)))
 
 

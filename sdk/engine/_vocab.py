@@ -9,6 +9,7 @@ matrix does it; the result is cached per (terminal DFA, state), across grammars.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import threading
 import weakref
@@ -34,6 +35,8 @@ class Vocab:
     row_lengths: np.ndarray  # int64 [N]: byte length of each matrix row
     flat: np.ndarray  # uint8: the rows' bytes back to back (no padding)
     row_of_flat: np.ndarray  # int32: the matrix row of every byte of `flat`
+    rest: np.ndarray  # uint8: `flat` without each row's first byte
+    row_of_rest: np.ndarray  # int32: the matrix row of every byte of `rest`
 
 
 _vocabs: weakref.WeakKeyDictionary[Any, Vocab] = weakref.WeakKeyDictionary()
@@ -57,20 +60,35 @@ def _build(index: Any) -> Vocab:
     nonempty = np.nonzero(lens > 0)[0]
     order = nonempty[np.argsort(-lens[nonempty], kind="stable")]
     max_len = int(lens.max()) if len(tb) else 0
-    matrix = np.zeros((len(order), max_len), dtype=np.uint8)
-    for row, tid in enumerate(order.tolist()):
-        b = tb[tid]
-        matrix[row, : len(b)] = np.frombuffer(b, dtype=np.uint8)
     sorted_lens = lens[order]
-    longer = np.asarray([(sorted_lens > j).sum() for j in range(max_len + 1)], dtype=np.int64)
+    # Vectorised: the rows' bytes back to back, scattered into the padded matrix.
+    flat = np.frombuffer(b"".join([tb[i] for i in order.tolist()]), dtype=np.uint8)
+    row_of_flat = np.repeat(np.arange(len(order), dtype=np.int32), sorted_lens)
+    starts = np.cumsum(sorted_lens) - sorted_lens
+    col_of_flat = np.arange(len(flat), dtype=np.int64) - np.repeat(starts, sorted_lens)
+    matrix = np.zeros((len(order), max_len), dtype=np.uint8)
+    matrix[row_of_flat, col_of_flat] = flat
+    # count of lengths > j; lengths are sorted descending
+    longer = np.searchsorted(-sorted_lens, -np.arange(max_len + 1), side="left").astype(np.int64)
     eos = tuple(sorted(int(e) for e in getattr(index, "eos_ids", ())))
     first = matrix[:, 0] if max_len else np.zeros(0, dtype=np.uint8)
-    by_first = tuple(np.nonzero(first == b)[0].astype(np.int64) for b in range(256))
-    flat = np.frombuffer(b"".join(tb[i] for i in order.tolist()), dtype=np.uint8)
-    row_of_flat = np.repeat(np.arange(len(order), dtype=np.int32), sorted_lens)
+    first_order = np.argsort(first, kind="stable")
+    bounds = np.searchsorted(first[first_order], np.arange(257))
+    by_first = tuple(first_order[bounds[b] : bounds[b + 1]].astype(np.int64) for b in range(256))
     return Vocab(
-        size, tb, order, matrix, longer, eos, (size + 7) // 8, by_first, sorted_lens, flat,
+        size,
+        tb,
+        order,
+        matrix,
+        longer,
+        eos,
+        (size + 7) // 8,
+        by_first,
+        sorted_lens,
+        flat,
         row_of_flat,
+        flat[col_of_flat > 0],
+        row_of_flat[col_of_flat > 0],
     )
 
 
@@ -99,9 +117,7 @@ def _per_vocab(registry: weakref.WeakKeyDictionary[Vocab, Any], vocab: Vocab, si
     return cache
 
 
-_walk_cache: weakref.WeakKeyDictionary[Vocab, BoundedCache[Any, Walk]] = (
-    weakref.WeakKeyDictionary()
-)
+_walk_cache: weakref.WeakKeyDictionary[Vocab, BoundedCache[Any, Walk]] = weakref.WeakKeyDictionary()
 _row_keys = itertools.count(1)
 WALK_CACHE_BYTES = 256 << 20
 
@@ -115,7 +131,7 @@ def classify(vocab: Vocab, dfa: au.Dfa, state: int) -> Walk:
     if dfa.n_states < HORIZON_MIN_STATES:
         return cached_walk(vocab, dfa, state, 0, None, 0)
     cache = _per_vocab(_walk_cache, vocab, WALK_CACHE_BYTES)
-    key = (dfa.serial, state, 0, 0)
+    key = (state_key(dfa, state), 0, 0)
     got = cache.get(key)
     if got is not None:
         return got
@@ -126,6 +142,70 @@ def classify(vocab: Vocab, dfa: au.Dfa, state: int) -> Walk:
         cache.put(hkey, got, 64)
     else:
         cache.put(key, got, 64)
+    return got
+
+
+#: States with more reachable states than this are keyed by (DFA, state) instead of by
+#: language: the signature's cost grows with the reachable part.
+SIGNATURE_MAX_STATES = 64
+
+
+def state_key(dfa: au.Dfa, state: int) -> Any:
+    """A cache key for the language of `state`: equal keys, equal languages, so walks are
+    shared across DFAs (a key-exclusion string's body is the plain string body; the same
+    enum tail recurs in many schemas). (serial, state) where the signature is too costly."""
+    sigs: dict[int, Any] = dfa.__dict__.setdefault("_state_keys", {})
+    got = sigs.get(state)
+    if got is None:
+        got = _signature(dfa, state)
+        if got is None:
+            got = (dfa.serial, state)
+        sigs[state] = got
+    return got
+
+
+def _signature(dfa: au.Dfa, start: int) -> bytes | None:
+    """Digest of the sub-automaton reachable from `start`, states numbered in breadth-first
+    order with successors taken by first byte: isomorphic parts (same language, for minimal
+    DFAs) get the same digest."""
+    succ = _successors(dfa)
+    order = [start]
+    number = {start: 0}
+    i = 0
+    while i < len(order):
+        for v in succ[order[i]]:
+            if v not in number:
+                if len(order) >= SIGNATURE_MAX_STATES:
+                    return None
+                number[v] = len(order)
+                order.append(v)
+        i += 1
+    lut = np.zeros(dfa.n_states, dtype=np.int32)
+    lut[order] = np.arange(1, len(order) + 1, dtype=np.int32)
+    h = hashlib.blake2b(lut[dfa.trans[order]].tobytes(), digest_size=20)
+    h.update(dfa.accepting[order].tobytes())
+    return h.digest()
+
+
+def _successors(dfa: au.Dfa) -> list[list[int]]:
+    """Every state's live successors, each once, in the order of their first byte."""
+    got: list[list[int]] | None = dfa.__dict__.get("_successors")
+    if got is None:
+        trans = dfa.trans
+        n = trans.shape[0]
+        order = np.argsort(trans, axis=1, kind="stable")  # equal targets keep byte order
+        vals = np.take_along_axis(trans, order, axis=1)
+        new = np.ones(vals.shape, dtype=bool)
+        new[:, 1:] = vals[:, 1:] != vals[:, :-1]
+        new &= vals != 0
+        rows, cols = np.nonzero(new)
+        first_byte = order[rows, cols]
+        # per row, distinct targets sorted by their first byte
+        key = np.lexsort((first_byte, rows))
+        targets = vals[rows, cols][key].tolist()
+        bounds = np.searchsorted(rows[key], np.arange(n + 1)).tolist()
+        got = [targets[bounds[r] : bounds[r + 1]] for r in range(n)]
+        dfa.__dict__["_successors"] = got
     return got
 
 
@@ -176,7 +256,7 @@ def cached_walk(
     """`walk`, memoised across grammars: row sets are named by the key of the event that
     produced them, so the same boundary crossing is never walked twice."""
     cache = _per_vocab(_walk_cache, vocab, WALK_CACHE_BYTES)
-    key = (dfa.serial, state, col, rows_key)
+    key = (state_key(dfa, state), col, rows_key)
     got = cache.get(key)
     if got is None:
         accepted, events = walk(vocab, dfa, state, rows, col)
@@ -273,31 +353,40 @@ def _split_by_main_target(
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """For a wide state, the tokens whose fate is known without walking them.
 
-    Most bytes P lead from `state` to one state, and from there (a string body loops on P;
-    a length counter steps to its next count on P) on to one state again, for a while: the
-    chain `state → c1 → c2 → ...`. A token made of bytes of P only, of length m, ends in
-    c_m. If no state of the chain accepts, nothing can end inside it: the token is allowed
-    when c_m is alive and dead otherwise. Returns (allowed rows, rows still to walk), or None
-    when not worth it. Rows with other bytes, or longer than the chain is known, are walked.
+    Most bytes P0 lead from `state` to one state c1, and from there most bytes P lead on to
+    one state again, for a while: the chain `state → c1 → c2 → ...` (a string body loops on
+    P; a length counter steps to its next count; a key-exclusion string leaves its key
+    prefix for the plain body on P0, then loops on P). A token whose first byte is in P0 and
+    whose other bytes are in P, of length m, ends in c_m. If no state of the chain accepts,
+    nothing can end inside it: the token is allowed when c_m is alive and dead otherwise.
+    Returns (allowed rows, rows still to walk), or None when not worth it. Rows with other
+    bytes, or longer than the chain is known, are walked.
     """
     trans = dfa.trans
-    row = trans[state]
-    counts = np.bincount(row, minlength=dfa.n_states)
-    counts[0] = 0
-    first = int(counts.argmax())
-    if counts[first] < 32:
+    first = _main_target(trans[state])
+    if first is None or dfa.accepting[first]:
         return None
-    plain = row == first
+    plain0 = trans[state] == first
+    body = _main_target(trans[first])
+    plain = trans[first] == body if body is not None else plain0
     depth = vocab.matrix.shape[1]
     chain = [state, first]
     while len(chain) <= depth and chain[-1] != 0:
         if dfa.accepting[chain[-1]]:
-            return None if len(chain) == 2 else _split_chain(vocab, plain, chain[:-1])
+            return _split_chain(vocab, plain0, plain, chain[:-1])
         nxt = trans[chain[-1]][plain]
         if (nxt != nxt[0]).any():
             break
         chain.append(int(nxt[0]))
-    return _split_chain(vocab, plain, chain)
+    return _split_chain(vocab, plain0, plain, chain)
+
+
+def _main_target(row: np.ndarray) -> int | None:
+    """The live state most bytes of a transition row lead to, if at least 32 do."""
+    counts = np.bincount(row)
+    counts[0] = 0
+    top = int(counts.argmax())
+    return top if counts[top] >= 32 else None
 
 
 _only_cache: weakref.WeakKeyDictionary[Vocab, BoundedCache[bytes, np.ndarray]] = (
@@ -306,25 +395,28 @@ _only_cache: weakref.WeakKeyDictionary[Vocab, BoundedCache[bytes, np.ndarray]] =
 
 
 def _only_bytes_of(vocab: Vocab, allowed: np.ndarray) -> np.ndarray:
-    """Rows made only of `allowed` bytes (cached per byte set: most are JSON string bodies)."""
+    """Rows whose bytes after the first are all `allowed` bytes (cached per byte set: most
+    are JSON string bodies)."""
     cache = _per_vocab(_only_cache, vocab, 16 << 20)
     key = np.packbits(allowed).tobytes()
     got = cache.get(key)
     if got is None:
         got = np.ones(len(vocab.ids), dtype=bool)
-        got[vocab.row_of_flat[~allowed[vocab.flat]]] = False
+        got[vocab.row_of_rest[~allowed[vocab.rest]]] = False
         cache.put(key, got, got.nbytes + 64)
     return got
 
 
 def _split_chain(
-    vocab: Vocab, plain: np.ndarray, chain: list[int]
+    vocab: Vocab, plain0: np.ndarray, plain: np.ndarray, chain: list[int]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """`chain[m]` is where a token of m bytes of `plain` ends (0: dead), for m < len(chain)."""
+    """`chain[m]` is where a token of m bytes ends (0: dead), for m < len(chain), when its
+    first byte is in `plain0` and the others in `plain`."""
     known = len(chain) - 1  # token lengths whose end state is known
     if chain[-1] == 0:
         known = vocab.matrix.shape[1]  # dead stays dead
-    simple = _only_bytes_of(vocab, plain) & (vocab.row_lengths <= known)
+    simple = plain0[vocab.matrix[:, 0]] & _only_bytes_of(vocab, plain)
+    simple &= vocab.row_lengths <= known
     ends = np.asarray(chain + [0], dtype=np.int64)[np.minimum(vocab.row_lengths, len(chain))]
     allowed = simple & (ends != 0)
     return np.nonzero(allowed)[0], np.nonzero(~simple)[0]
@@ -409,7 +501,9 @@ def _group_rows(vocab: Vocab, byte_class: np.ndarray) -> _Groups:
     return _Groups(reps.astype(np.int64), group_of_row)
 
 
-def _walk_grouped(vocab: Vocab, dfa: au.Dfa, state: int, groups: _Groups) -> tuple[np.ndarray, Events]:
+def _walk_grouped(
+    vocab: Vocab, dfa: au.Dfa, state: int, groups: _Groups
+) -> tuple[np.ndarray, Events]:
     accepted, events = walk(vocab, dfa, state, groups.reps, 0)
     hit = np.zeros(len(groups.reps), dtype=bool)
     rep_index = np.searchsorted(groups.reps, accepted)
