@@ -6,9 +6,11 @@ parser for grammars, and a brute-force "feed every token's bytes" for masks.
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import lark
 import numpy as np
@@ -309,3 +311,55 @@ def test_whole_vocabulary_shortcuts_agree_with_a_plain_walk(pattern: str) -> Non
         assert sorted(fast.tolist()) == sorted(slow.tolist()), state
         as_set = lambda evs: sorted((c, tuple(sorted(r.tolist()))) for c, r, _ in evs)  # noqa: E731
         assert as_set(fast_events) == as_set(slow_events), state
+
+
+_UNION_PARTS = (r"[a-c]{0,400}", r"(?:ab|c){3,300}x?")
+
+
+@functools.cache
+def _big_union() -> Any:
+    from sdk.engine import _automata as au
+
+    da, db = (compile_regex(p) for p in _UNION_PARTS)
+    assert da.n_states + db.n_states > au.UNION_PRODUCT_MIN_STATES
+    return au.union([da, db])
+
+
+@given(data=st.data())
+@settings(max_examples=60, deadline=None)
+def test_big_unions_built_as_products_match_the_alternation(data: st.DataObject) -> None:
+    """Unions over 512 states go through the numpy product instead of the NFA: same language."""
+    a, b = _UNION_PARTS
+    both = _big_union()
+    s = data.draw(st.text(alphabet="abcx", max_size=700))
+    expected = re.fullmatch(a, s) is not None or re.fullmatch(b, s) is not None
+    assert both.matches(s.encode()) == expected
+
+
+def test_one_line_definitions_cache_builds_the_same_grammar_as_lark() -> None:
+    """Definitions parsed line by line (and cached) give what Lark's whole-text load gives;
+    text in another layout, or with an error, still goes through Lark whole."""
+    from lark.load_grammar import GrammarBuilder
+
+    from sdk.engine import grammar as g
+
+    text = 'start: a b*\na: "x" | NUM\nb.2: "y" a?\nNUM: /[0-9]+/\n'
+    def shape(gb: GrammarBuilder) -> list[tuple[str, object, object]]:
+        built = gb.build()
+        rules = [(str(n), p, t) for n, p, t, _ in built.rule_defs]
+        terms = [(str(n), (), t) for n, (t, _) in built.term_defs]
+        return rules + terms
+
+    whole = GrammarBuilder()
+    whole.load_grammar(text)
+    for _ in range(2):  # the second time from the cache
+        lines = GrammarBuilder()
+        g._load_definitions(lines, text)
+        assert shape(lines) == shape(whole)
+    assert CompiledGrammar.from_lark(text).positions  # compiles
+    with pytest.raises(GrammarError):
+        CompiledGrammar.from_lark('start: "x"\nstart: "y"\n')  # defined twice
+    with pytest.raises(GrammarError):
+        CompiledGrammar.from_lark('start: "x" (\n')  # unbalanced
+    multi = 'start: "x"\n     | "y"\n'  # a continuation line: Lark parses it whole
+    assert len(CompiledGrammar.from_lark(multi).terminals) >= 2

@@ -517,8 +517,9 @@ def minimize(dfa: Dfa, max_rounds: int = 24) -> Dfa:
 # ---------------------------------------------------------------- products
 
 
-def product(a: Dfa, b: Dfa, *, negate_b: bool = False) -> Dfa:
-    """L(a) ∩ L(b), or L(a) \\ L(b) with `negate_b` (b's dead state then acts as a sink).
+def product(a: Dfa, b: Dfa, *, negate_b: bool = False, union: bool = False) -> Dfa:
+    """L(a) ∩ L(b), or L(a) \\ L(b) with `negate_b` (b's dead state then acts as a sink), or
+    L(a) ∪ L(b) with `union` (either dead state does).
 
     Breadth-first over pairs, one numpy step per BFS level rather than one Python step per
     state: length-bounded patterns (a pattern × a character counter) reach ~10^5 pairs.
@@ -550,7 +551,12 @@ def product(a: Dfa, b: Dfa, *, negate_b: bool = False) -> Dfa:
     while frontier.size:
         xs, ys = np.divmod(frontier, nb)
         tx, ty = a_trans[xs], b_trans[ys]
-        live = tx != 0 if negate_b else (tx != 0) & (ty != 0)
+        if union:
+            live = (tx != 0) | (ty != 0)
+        elif negate_b:
+            live = tx != 0
+        else:
+            live = (tx != 0) & (ty != 0)
         codes = tx * nb + ty
         cand = np.unique(codes[live])
         if dense:
@@ -584,7 +590,10 @@ def product(a: Dfa, b: Dfa, *, negate_b: bool = False) -> Dfa:
     ys_all = np.concatenate(pair_y)
     acc = np.zeros(n + 1, dtype=bool)
     b_acc = b.accepting[ys_all]
-    acc[1:] = a.accepting[xs_all] & (~b_acc if negate_b else b_acc)
+    if union:
+        acc[1:] = a.accepting[xs_all] | b_acc
+    else:
+        acc[1:] = a.accepting[xs_all] & (~b_acc if negate_b else b_acc)
     return _trim(trans, acc)
 
 
@@ -604,8 +613,26 @@ def look_intersection(look: rx.Look, rest: rx.Node) -> Dfa:
     return product(compile_node(rest), body, negate_b=look.negative)
 
 
+#: Above this many states in all, unions are built as pairwise products (numpy, level by
+#: level) instead of through the NFA (Python subset construction, cheap for many literals).
+UNION_PRODUCT_MIN_STATES = 512
+
+
+#: Bigger unions are left unminimized: they are length counters that minimization cannot
+#: shrink, and trying costs seconds.
+UNION_MINIMIZE_MAX_STATES = 4096
+
+
 def union(dfas: list[Dfa]) -> Dfa:
-    """L(d1) ∪ L(d2) ∪ ..., through the NFA (cheap for many literal terminals)."""
+    """L(d1) ∪ L(d2) ∪ ..."""
+    if sum(d.n_states for d in dfas) > UNION_PRODUCT_MIN_STATES:
+        parts = sorted(dfas, key=lambda d: d.n_states)
+        out = parts[0]
+        for d in parts[1:]:
+            out = product(out, d, union=True)
+            if out.n_states <= UNION_MINIMIZE_MAX_STATES:
+                out = minimize(out)
+        return out
     nfa = Nfa()
     s, e = nfa.state(), nfa.state()
     for d in dfas:
@@ -734,7 +761,7 @@ def _compile_direct(node: rx.Node) -> Dfa | None:
     return None
 
 
-_regex_cache: BoundedCache[tuple[str, bool], Dfa] = BoundedCache(128 << 20)
+_regex_cache: BoundedCache[tuple[str, bool], Dfa] = BoundedCache(64 << 20)
 
 
 def compile_regex(text: str, *, ignore_case: bool = False) -> Dfa:
@@ -743,5 +770,5 @@ def compile_regex(text: str, *, ignore_case: bool = False) -> Dfa:
     dfa = _regex_cache.get(key)
     if dfa is None:
         dfa = compile_node(rx.parse(text, ignore_case=ignore_case))
-        _regex_cache.put(key, dfa, dfa.trans.nbytes)
+        _regex_cache.put(key, dfa, 2 * dfa.trans.nbytes + 512)  # + its `table` copy
     return dfa

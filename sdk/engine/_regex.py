@@ -6,6 +6,7 @@ disjoint code-point ranges so that `.` or `[^"]` cost two ranges, not a million 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from ..errors import RegexError
@@ -367,6 +368,9 @@ class _Parser:
         return self.char(ord(c))
 
 
+@functools.lru_cache(maxsize=4096)
 def parse(text: str, *, ignore_case: bool = False) -> Node:
-    """Parse regex `text`; raises `RegexError` for syntax outside the dialect."""
+    """Parse regex `text`; raises `RegexError` for syntax outside the dialect.
+
+    Memoised (ASTs are immutable): schemas repeat the same formats and key patterns."""
     return _Parser(text, ignore_case).parse()

@@ -119,7 +119,7 @@ def _per_vocab(registry: weakref.WeakKeyDictionary[Vocab, Any], vocab: Vocab, si
 
 _walk_cache: weakref.WeakKeyDictionary[Vocab, BoundedCache[Any, Walk]] = weakref.WeakKeyDictionary()
 _row_keys = itertools.count(1)
-WALK_CACHE_BYTES = 256 << 20
+WALK_CACHE_BYTES = 160 << 20
 
 
 def classify(vocab: Vocab, dfa: au.Dfa, state: int) -> Walk:

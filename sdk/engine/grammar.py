@@ -13,7 +13,8 @@ does not care which literal of an enum was written, and the mask then walks one 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -21,7 +22,7 @@ from lark import Token, Tree
 from lark.exceptions import LarkError
 from lark.grammar import NonTerminal, Terminal
 from lark.lexer import PatternRE, PatternStr
-from lark.load_grammar import GrammarBuilder, _literal_to_pattern
+from lark.load_grammar import GrammarBuilder, _literal_to_pattern, _parse_grammar
 
 from ..errors import GrammarError, RegexError, SDKError, TooComplexError
 from . import _automata as au
@@ -216,11 +217,11 @@ class _Builder:
             return rx.Repeat(node, lo, hi)
         raise GrammarError(f"unsupported operator {op!r}")
 
-    def term_id(self, key: Any, name: str, ast: rx.Node) -> int:
+    def term_id(self, key: Any, name: str, ast: Callable[[], rx.Node]) -> int:
         tid = self.term_ids.get(key)
         if tid is None:
             try:
-                dfa = _compile_ast(ast)
+                dfa = _compile_ast(ast())
             except RegexError as e:
                 raise RegexError(f"terminal {name}: {e}") from e
             tid = len(self.terminals)
@@ -233,7 +234,7 @@ class _Builder:
 
     def build(self) -> CompiledGrammar:
         gb = GrammarBuilder()
-        gb.load_grammar(self.text)
+        _load_definitions(gb, self.text)
         grammar = gb.build()
         if grammar.ignore:
             raise GrammarError("%ignore is not supported: write whitespace into the grammar")
@@ -267,11 +268,15 @@ class _Builder:
             return s, e
         if isinstance(tree, Terminal):
             e = nfa.state()
-            try:
-                ast = self.named_term_ast(tree.name, 0)
-            except RegexError as err:
-                raise RegexError(f"terminal {tree.name}: {err}") from err
-            self.term_edge(nfa, s, e, ("name", tree.name), tree.name, ast)
+            name = tree.name
+
+            def named() -> rx.Node:
+                try:
+                    return self.named_term_ast(name, 0)
+                except RegexError as err:
+                    raise RegexError(f"terminal {name}: {err}") from err
+
+            self.term_edge(nfa, s, e, ("name", name), name, named)
             return s, e
         if isinstance(tree, Token):
             raise GrammarError(f"unexpected token {tree!r} in rule {rule}")
@@ -294,14 +299,14 @@ class _Builder:
             return self.rule_nfa(nfa, ch[0], rule, depth + 1)
         if data == "literal":
             e = nfa.state()
-            ast = self.literal_ast(ch[0])
-            key = ("lit", str(ch[0]))
-            self.term_edge(nfa, s, e, key, f"__ANON_{next(self.anon)}", ast)
+            lit = ch[0]
+            key = ("lit", str(lit))
+            self.term_edge(nfa, s, e, key, f"__ANON_{next(self.anon)}", lambda: self.literal_ast(lit))
             return s, e
         if data == "range":
             e = nfa.state()
             ast = self.term_ast(tree)
-            self.term_edge(nfa, s, e, ast, f"__ANON_{next(self.anon)}", ast)
+            self.term_edge(nfa, s, e, ast, f"__ANON_{next(self.anon)}", lambda: ast)
             return s, e
         if data == "maybe":
             a, b = self.rule_nfa(nfa, ch[0], rule, depth + 1)
@@ -346,7 +351,11 @@ class _Builder:
         nfa.eps[cur].append(e)
         return s, e
 
-    def term_edge(self, nfa: _SymNfa, s: int, e: int, key: Any, name: str, ast: rx.Node) -> None:
+    def term_edge(
+        self, nfa: _SymNfa, s: int, e: int, key: Any, name: str, ast: Callable[[], rx.Node]
+    ) -> None:
+        """An edge for terminal `key`; its AST is only built (`ast()`) the first time: big
+        schemas reference the same few hundred terminals thousands of times."""
         tid = self.term_id(key, name, ast)
         dfa = self.terminals[tid]
         if dfa.nullable:
@@ -361,14 +370,49 @@ class _Builder:
             nfa.edges[s].append((("T", tid), e))
 
 
-_ast_cache: BoundedCache[rx.Node, au.Dfa] = BoundedCache(256 << 20)
+_ast_cache: BoundedCache[rx.Node, au.Dfa] = BoundedCache(128 << 20)
+
+#: One definition per line, as the schema compiler writes them (`name: ...`, `NAME.2: ...`).
+_DEFINITION_LINE = re.compile(r"[?!]?[A-Za-z_][A-Za-z_0-9]*(?:\.-?[0-9]+)?\s*:")
+_definition_cache: BoundedCache[str, tuple[Any, ...]] = BoundedCache(64 << 20)
+
+
+def _load_definitions(gb: GrammarBuilder, text: str) -> None:
+    """`gb.load_grammar(text)`, with every one-line definition parsed once per process.
+
+    Lark's grammar parser is pure Python and dominates the compile of big schemas, whose
+    definitions recur across schemas (shared `$defs`, the JSON value rules). Text in any
+    other layout (continuation lines, comments, directives), or that fails to parse here,
+    goes to Lark whole, so its errors read exactly as before.
+    """
+    lines = [line for line in text.split("\n") if line.strip()]
+    if not lines or not all(_DEFINITION_LINE.match(line) for line in lines):
+        gb.load_grammar(text)
+        return
+    defs: list[tuple[Any, ...]] = []
+    try:
+        for line in lines:
+            got = _definition_cache.get(line)
+            if got is None:
+                stmts = _parse_grammar(line, "<?>").children
+                if len(stmts) != 1 or stmts[0].data not in ("rule", "term"):
+                    gb.load_grammar(text)
+                    return
+                got = tuple(gb._unpack_definition(stmts[0], None))
+                _definition_cache.put(line, got, 32 * len(line) + 256)
+            defs.append(got)
+    except LarkError:
+        gb.load_grammar(text)
+        return
+    for d in defs:
+        gb._define(*d)
 
 
 def _compile_ast(ast: rx.Node) -> au.Dfa:
     dfa = _ast_cache.get(ast)
     if dfa is None:
         dfa = au.compile_node(ast)
-        _ast_cache.put(ast, dfa, dfa.trans.nbytes)
+        _ast_cache.put(ast, dfa, 2 * dfa.trans.nbytes + 512)  # + its `table` copy
     return dfa
 
 
@@ -534,7 +578,7 @@ def _link(b: _Builder, rules: list[_SymDfa], names: list[str]) -> CompiledGramma
                 uid = union_ids.get(key)
                 if uid is None:
                     uid = len(b.terminals)
-                    b.terminals.append(au.union([b.terminals[t] for t in sorted(tids)]))
+                    b.terminals.append(au.alternate([b.terminals[t] for t in sorted(tids)]))
                     b.term_names.append("|".join(b.term_names[t] for t in sorted(tids)))
                     union_ids[key] = uid
                 for t in tids:
