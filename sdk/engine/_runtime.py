@@ -35,6 +35,9 @@ MAX_STACK_DEPTH = 1000
 MAX_CONFIGS = 5000
 MAX_CACHE = 100_000
 MASK_CACHE_BYTES = 64 << 20  # per (grammar, vocabulary) and per kind
+#: Boundary events with at most this many tokens are checked token by token (see event_rows).
+SMALL_EVENT_ROWS = 256
+_NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
 class Runtime:
@@ -72,6 +75,7 @@ class Runtime:
         self._config_mask: BoundedCache[Config, np.ndarray] = BoundedCache(MASK_CACHE_BYTES)
         self._state_mask: BoundedCache[State, np.ndarray] = BoundedCache(MASK_CACHE_BYTES)
         self._accepting: dict[State, bool] = {}
+        self._after_cache: dict[Config, State] = {}
         self.lock = threading.Lock()
         eos = np.zeros(vocab.packed_len * 8, dtype=bool)
         eos[list(vocab.eos_ids)] = True
@@ -214,12 +218,47 @@ class Runtime:
         assert classes.packed is not None
         mask = classes.packed
         if classes.events:
-            rows = [self.rows_after(stack, lex, event) for event in classes.events]
+            rows = [self.event_rows(stack, lex, event) for event in classes.events]
             mask = mask | _vocab.pack_rows(self.vocab, np.concatenate(rows))
         if self.acc[lex]:
             for nxt in self.completions(stack, lex):
                 mask = mask | self.config_mask(nxt)
         return self._config_mask.put(config, mask, mask.nbytes + 200)
+
+    def event_rows(self, stack: Stack, lex: int, event: _vocab.Event) -> np.ndarray:
+        """Of the event's token rows, those allowed after `lex` ends at the event's column.
+
+        Few rows: each is fed byte by byte to the configurations after the lexeme (memoised
+        steps, all follow-up terminals at once). Many: vectorised walks per follow-up."""
+        col, rows, _ = event
+        if len(rows) > SMALL_EVENT_ROWS:
+            return self.rows_after(stack, lex, event)
+        after = self._after(stack, lex)
+        if not after:
+            return _NO_ROWS
+        step = self.step
+        tb = self.vocab.token_bytes
+        ids = self.vocab.ids
+        out: list[int] = []
+        for row in rows.tolist():
+            st = after
+            for b in tb[ids[row]][col:]:
+                st = step(st, b)
+                if not st:
+                    break
+            else:
+                out.append(row)
+        return np.asarray(out, dtype=np.int64)
+
+    def _after(self, stack: Stack, lex: int) -> State:
+        key = (stack, lex)
+        got = self._after_cache.get(key)
+        if got is None:
+            got = frozenset(self.completions(stack, lex))
+            if len(self._after_cache) > MAX_CACHE:
+                self._after_cache.clear()
+            self._after_cache[key] = got
+        return got
 
     def rows_after(self, stack: Stack, lex: int, event: _vocab.Event) -> np.ndarray:
         """Of the event's token rows, those whose remaining bytes continue after `lex` ends."""
