@@ -322,6 +322,10 @@ def walk(
             rows, s = rows[:n], s[:n]
         if n == 0:
             break
+        if n <= SMALL_WALK:  # a few long tokens left: finish them without numpy's overhead
+            assert died is not None
+            rows = _finish_small(vocab, dfa, rows, s, j, died, survivors, candidates)
+            break
         s = trans[s, matrix[rows, j]]
         alive = s != 0
         if not alive.all():
@@ -338,14 +342,54 @@ def walk(
     accepted = np.concatenate(survivors) if survivors else np.zeros(0, dtype=np.int64)
     events: list[Event] = []
     if died is not None:
+        by_col: dict[int, list[np.ndarray]] = {}
         for c, cand in candidates:
             keep = cand[died[cand]]
             if len(keep):
-                events.append((c, keep, next(_row_keys)))
+                by_col.setdefault(c, []).append(keep)
+        for c in sorted(by_col):
+            parts = by_col[c]
+            events.append(
+                (c, parts[0] if len(parts) == 1 else np.concatenate(parts), next(_row_keys))
+            )
     return accepted, tuple(events)
 
 
 SMALL_WALK = 48
+
+
+def _finish_small(
+    vocab: Vocab,
+    dfa: au.Dfa,
+    rows: np.ndarray,
+    states: np.ndarray,
+    col: int,
+    died: np.ndarray,
+    survivors: list[np.ndarray],
+    candidates: list[tuple[int, np.ndarray]],
+) -> np.ndarray:
+    """The rest of `walk` for a few rows, each from its own state at byte `col`, in plain
+    Python; fills the same survivors / candidates / died bookkeeping."""
+    table = dfa.table
+    acc = dfa.accepting_list
+    tb = vocab.token_bytes
+    ids = vocab.ids
+    kept: list[int] = []
+    for row, q in zip(rows.tolist(), states.tolist(), strict=True):
+        data = tb[ids[row]]
+        last = len(data) - 1
+        for k in range(col, len(data)):
+            q = table[q * 256 + data[k]]
+            if not q:
+                died[row] = True
+                break
+            if k < last and acc[q]:
+                candidates.append((k + 1, np.asarray([row], dtype=np.int64)))
+        else:
+            kept.append(row)
+    if kept:
+        survivors.append(np.asarray(kept, dtype=np.int64))
+    return rows[:0]
 
 
 def _split_by_main_target(
