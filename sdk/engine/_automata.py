@@ -246,16 +246,20 @@ def _counted_repeat(node: rx.Repeat) -> Dfa | None:
             step[q] = 1
     sub = x.trans[inner]
     live = sub != 0
-    if (hi + 1) * width + 1 > MAX_DFA_STATES:
+    if hi * width + 2 > MAX_DFA_STATES:
         raise TooComplexError(f"automaton exceeds {MAX_DFA_STATES} DFA states")
-    trans = np.zeros(((hi + 1) * width + 1, 256), dtype=np.int32)
+    # Blocks k < hi hold every X-state; after the hi-th item only its (accepting) start is
+    # left, with no moves. Every state is then reachable and can finish (X is trimmed and
+    # not nullable), so the table needs no trimming pass.
+    trans = np.zeros((hi * width + 2, 256), dtype=np.int32)
     accepting = np.zeros(len(trans), dtype=bool)
-    for k in range(hi + 1):
+    target = pos[sub]
+    for k in range(hi):
         newk = k + step[sub]
-        ok = live & (newk <= hi)
-        trans[1 + k * width : 1 + (k + 1) * width] = np.where(ok, 1 + newk * width + pos[sub], 0)
+        trans[1 + k * width : 1 + (k + 1) * width] = np.where(live, 1 + newk * width + target, 0)
         accepting[1 + k * width] = lo <= k
-    return _trim(trans, accepting)
+    accepting[1 + hi * width] = True  # lo <= hi
+    return Dfa(trans, accepting)
 
 
 def _segments(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

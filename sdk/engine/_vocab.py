@@ -259,6 +259,10 @@ def cached_walk(
     key = (state_key(dfa, state), col, rows_key)
     got = cache.get(key)
     if got is None:
+        if rows is not None and len(rows) > BUCKET_MIN_ROWS and rows_key:
+            # a big boundary event (tokens after a whitespace run, say) meets many follow-up
+            # terminals: look only at the rows whose next byte this state takes
+            rows = _rows_starting_with(vocab, rows, col, rows_key, dfa.trans[state] != 0)
         accepted, events = walk(vocab, dfa, state, rows, col)
         if rows is None:  # whole-vocabulary walks are only ever used as a bitmask
             got = Walk(_NO_ROWS, events, pack_rows(vocab, accepted))
@@ -356,6 +360,33 @@ def walk(
 
 
 SMALL_WALK = 48
+BUCKET_MIN_ROWS = 512
+
+_bucket_cache: weakref.WeakKeyDictionary[
+    Vocab, BoundedCache[Any, tuple[np.ndarray, np.ndarray]]
+] = weakref.WeakKeyDictionary()
+
+
+def _rows_starting_with(
+    vocab: Vocab, rows: np.ndarray, col: int, rows_key: Any, allowed: np.ndarray
+) -> np.ndarray:
+    """`rows` whose byte at `col` is `allowed` (ascending); the rows are bucketed by that byte
+    once per row set, so each follow-up terminal costs only its own buckets."""
+    cache = _per_vocab(_bucket_cache, vocab, 32 << 20)
+    key = (rows_key, col)
+    got = cache.get(key)
+    if got is None:
+        byte = vocab.matrix[rows, col]
+        order = np.argsort(byte, kind="stable")  # stable: ascending rows within a bucket
+        bounds = np.searchsorted(byte[order], np.arange(257))
+        got = (rows[order], bounds)
+        cache.put(key, got, rows.nbytes + bounds.nbytes + 128)
+    by_byte, bounds = got
+    picked = [by_byte[bounds[b] : bounds[b + 1]] for b in np.nonzero(allowed)[0].tolist()]
+    picked = [p for p in picked if len(p)]
+    if not picked:
+        return rows[:0]
+    return picked[0] if len(picked) == 1 else np.sort(np.concatenate(picked))
 
 
 def _finish_small(
