@@ -364,3 +364,87 @@ def test_one_line_definitions_cache_builds_the_same_grammar_as_lark() -> None:
         CompiledGrammar.from_lark('start: "x" (\n')  # unbalanced
     multi = 'start: "x"\n     | "y"\n'  # a continuation line: Lark parses it whole
     assert len(CompiledGrammar.from_lark(multi).terminals) >= 2
+
+
+def _same_tree(a: Any, b: Any) -> bool:
+    from lark import Token, Tree
+    from lark.grammar import Symbol
+
+    if isinstance(a, Tree):
+        return (
+            isinstance(b, Tree)
+            and a.data == b.data
+            and len(a.children) == len(b.children)
+            and all(_same_tree(x, y) for x, y in zip(a.children, b.children, strict=True))
+        )
+    if isinstance(a, Token):
+        return isinstance(b, Token) and a.type == b.type and str(a) == str(b)
+    if isinstance(a, Symbol):
+        return (
+            type(a) is type(b)
+            and a.name == b.name
+            and getattr(a, "filter_out", None) == getattr(b, "filter_out", None)
+        )
+    return bool(a == b)
+
+
+def _lark_statement(line: str) -> Any:
+    from lark.load_grammar import _parse_grammar
+
+    try:
+        stmts = _parse_grammar(line, "<?>").children
+    except Exception:
+        return None
+    return stmts[0] if len(stmts) == 1 else None
+
+
+_LINE_PIECES = [
+    " ", "a", "b_c", "X", "_Y", "Z9", "(", ")", "[", "]", "|", "?", "*", "+", "~", "~2",
+    "~1..3", '"q"', '"q"i', '"\\""', '"\\\\"', '"a"..', '"z"', "/x+/", "/a\\/b/i", "/[^/]/",
+    "//", "#", "->", "{", ":", ".", "..", "?a", "!", "0", "\t",
+]
+
+
+@given(
+    head=st.sampled_from(["x: ", "X: ", "X.2: ", "x.2: ", "?x: ", "_X: ", "x : "]),
+    body=st.lists(st.sampled_from(_LINE_PIECES), max_size=12),
+)
+@settings(max_examples=400, deadline=None)
+def test_one_line_reader_builds_lark_s_trees_or_defers(head: str, body: list[str]) -> None:
+    """The fast definition reader either returns exactly the tree Lark's own grammar parser
+    builds, or None (the line then goes to Lark)."""
+    from sdk.engine._lark_lines import parse_line
+
+    line = head + " ".join(body) if len(body) % 2 else head + "".join(body)
+    mine = parse_line(line)
+    if mine is not None:
+        ref = _lark_statement(line)
+        assert ref is not None and _same_tree(mine, ref), line
+
+
+def test_one_line_reader_on_dev_schema_grammars() -> None:
+    """Every line the schema compiler writes for a sample of real schemas: Lark's tree."""
+    import json
+    from pathlib import Path
+
+    from sdk.engine._lark_lines import parse_line
+    from sdk.grammar import compile_schema
+
+    dev = Path(__file__).resolve().parents[1].parent / "shared" / "maskbench-dev"
+    files = sorted(dev.glob("*.json"))
+    if not files:
+        pytest.skip("../shared/maskbench-dev not present")
+    lines: set[str] = set()
+    for path in files[::40]:
+        schema = json.loads(path.read_text())["schema"]
+        try:
+            lines.update(compile_schema(schema, whitespace="flexible").lark.splitlines())
+        except Exception:
+            continue
+    read = 0
+    for line in lines:
+        mine = parse_line(line)
+        if mine is not None:
+            read += 1
+            assert _same_tree(mine, _lark_statement(line)), line
+    assert read > 0.95 * len(lines)

@@ -452,6 +452,9 @@ def _split_by_main_target(
         nxt = trans[chain[-1]][plain]
         if (nxt != nxt[0]).any():
             break
+        if nxt[0] == chain[-1]:  # a loop (a string body): the chain stays here
+            chain.extend([chain[-1]] * (depth + 1 - len(chain)))
+            break
         chain.append(int(nxt[0]))
     return _split_chain(vocab, plain0, plain, chain)
 
@@ -491,9 +494,14 @@ def _split_chain(
     if chain[-1] == 0:
         known = vocab.matrix.shape[1]  # dead stays dead
     simple = plain0[vocab.matrix[:, 0]] & _only_bytes_of(vocab, plain)
-    simple &= vocab.row_lengths <= known
-    ends = np.asarray(chain + [0], dtype=np.int64)[np.minimum(vocab.row_lengths, len(chain))]
-    allowed = simple & (ends != 0)
+    longest = vocab.matrix.shape[1]
+    if known < longest:
+        simple &= vocab.row_lengths <= known
+    if 0 in chain[1:] or len(chain) <= longest:
+        ends = np.asarray(chain + [0], dtype=np.int64)[np.minimum(vocab.row_lengths, len(chain))]
+        allowed = simple & (ends != 0)
+    else:  # every length ends alive
+        allowed = simple
     return np.nonzero(allowed)[0], np.nonzero(~simple)[0]
 
 

@@ -28,6 +28,7 @@ from ..errors import GrammarError, RegexError, SDKError, TooComplexError
 from . import _automata as au
 from . import _regex as rx
 from ._cache import BoundedCache
+from ._lark_lines import parse_line
 
 Symbol = tuple[str, int]  # ("T", terminal id) | ("R", rule id)
 
@@ -394,11 +395,14 @@ def _load_definitions(gb: GrammarBuilder, text: str) -> None:
         for line in lines:
             got = _definition_cache.get(line)
             if got is None:
-                stmts = _parse_grammar(line, "<?>").children
-                if len(stmts) != 1 or stmts[0].data not in ("rule", "term"):
-                    gb.load_grammar(text)
-                    return
-                got = tuple(gb._unpack_definition(stmts[0], None))
+                stmt = parse_line(line)
+                if stmt is None:
+                    stmts = _parse_grammar(line, "<?>").children
+                    if len(stmts) != 1 or stmts[0].data not in ("rule", "term"):
+                        gb.load_grammar(text)
+                        return
+                    stmt = stmts[0]
+                got = tuple(gb._unpack_definition(stmt, None))
                 _definition_cache.put(line, got, 32 * len(line) + 256)
             defs.append(got)
     except LarkError:
