@@ -386,8 +386,6 @@ def byte_classes(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     class of every byte). Columns are bucketed by a random 64-bit fingerprint, then every
     bucket is verified exactly (a collision only costs the slow exact path)."""
     n = trans.shape[0]
-    if n <= 64:
-        return _exact_classes(trans)
     weights = _fingerprint_weights(n)
     h = weights @ trans.astype(np.uint64)
     _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
@@ -484,8 +482,7 @@ def minimize(dfa: Dfa, max_rounds: int = 24) -> Dfa:
     n = trans.shape[0]
     if n <= 3:
         return dfa
-    _, cols = np.unique(trans, axis=1, return_index=True)
-    t = trans[:, np.sort(cols)]
+    t = trans[:, byte_classes(trans)[0]]
     cls = acc.astype(np.int64)
     cls[0] = -1  # keep the dead state alone (it is also the only non-coreachable state)
     count = len(np.unique(cls))

@@ -560,8 +560,7 @@ def _groups(vocab: Vocab, dfa: au.Dfa) -> _Groups | None:
         return cache.get(dfa.serial)
     got: _Groups | None = None
     if dfa.n_states <= MAX_GROUPED_STATES and len(vocab.ids):
-        _, byte_class = np.unique(dfa.trans.T, axis=0, return_inverse=True)
-        byte_class = byte_class.reshape(-1).astype(np.uint8)
+        byte_class = au.byte_classes(dfa.trans)[1].astype(np.uint8)
         partition = byte_class.tobytes()
         if partition in cache:
             got = cache.get(partition)
