@@ -218,36 +218,42 @@ class Runtime:
         assert classes.packed is not None
         mask = classes.packed
         if classes.events:
-            rows = [self.event_rows(stack, lex, event) for event in classes.events]
+            small = [ev for ev in classes.events if len(ev[1]) <= SMALL_EVENT_ROWS]
+            rows = [
+                self.rows_after(stack, lex, ev)
+                for ev in classes.events
+                if len(ev[1]) > SMALL_EVENT_ROWS
+            ]
+            if small:
+                rows.append(self.event_rows(stack, lex, small))
             mask = mask | _vocab.pack_rows(self.vocab, np.concatenate(rows))
         if self.acc[lex]:
             for nxt in self.completions(stack, lex):
                 mask = mask | self.config_mask(nxt)
         return self._config_mask.put(config, mask, mask.nbytes + 200)
 
-    def event_rows(self, stack: Stack, lex: int, event: _vocab.Event) -> np.ndarray:
-        """Of the event's token rows, those allowed after `lex` ends at the event's column.
-
-        Few rows: each is fed byte by byte to the configurations after the lexeme (memoised
-        steps, all follow-up terminals at once). Many: vectorised walks per follow-up."""
-        col, rows, _ = event
-        if len(rows) > SMALL_EVENT_ROWS:
-            return self.rows_after(stack, lex, event)
+    def event_rows(self, stack: Stack, lex: int, events: list[_vocab.Event]) -> np.ndarray:
+        """Of the events' token rows (few), those allowed after `lex` ends at each event's
+        column: every row is fed byte by byte to the configurations after the lexeme
+        (memoised steps, all follow-up terminals at once)."""
         after = self._after(stack, lex)
         if not after:
             return _NO_ROWS
         step = self.step
+        memo = self._step
         tb = self.vocab.token_bytes
         ids = self.vocab.ids
         out: list[int] = []
-        for row in rows.tolist():
-            st = after
-            for b in tb[ids[row]][col:]:
-                st = step(st, b)
-                if not st:
-                    break
-            else:
-                out.append(row)
+        for col, rows, _ in events:
+            for row in rows.tolist():
+                st = after
+                for b in tb[ids[row]][col:]:
+                    nxt = memo.get((st, b))
+                    st = step(st, b) if nxt is None else nxt
+                    if not st:
+                        break
+                else:
+                    out.append(row)
         return np.asarray(out, dtype=np.int64)
 
     def _after(self, stack: Stack, lex: int) -> State:
