@@ -93,3 +93,70 @@ def test_random_walks_on_dev_schemas(smollm2_index: Any, seed: int) -> None:
 @pytest.mark.parametrize("path", SLOW, ids=[p.stem for p in SLOW])
 def test_random_walks_many_schemas(smollm2_index: Any, path: Path) -> None:
     check_schema(path, smollm2_index, seed=hash(path.stem) & 0xFFFF)
+
+
+def brute_force_mask(matcher: Matcher, index: Any) -> np.ndarray:
+    """The allowed set by definition: every token advanced on its own (no mask machinery)."""
+    allowed = np.zeros(matcher.vocab_size, dtype=bool)
+    for tid in range(len(index.token_bytes)):
+        if tid in index.eos_ids:
+            allowed[tid] = matcher.is_accepting()
+        elif index.token_bytes[tid]:
+            probe = matcher.fork()
+            allowed[tid] = probe.try_advance(tid)
+    return allowed
+
+
+def check_exact_masks(path: Path, tokenizer: Any, index: Any, states: int, seed: int) -> int:
+    """Masks equal the brute-force allowed set at sampled points of the schema's first valid
+    test instance (serialised as MaskBench does: json.dumps defaults), flexible whitespace."""
+    doc = json.loads(path.read_text())
+    try:
+        grammar = CompiledGrammar.from_schema(doc["schema"], whitespace="flexible", strict=True)
+    except SDKError:
+        return 0
+    valid = [t for t in doc.get("tests") or [] if t.get("valid")]
+    if not valid:
+        return 0
+    text = json.dumps(valid[0]["data"], ensure_ascii=False)
+    ids = list(tokenizer.encode(text, add_special_tokens=False))
+    rng = random.Random(seed)
+    picks = set(rng.sample(range(len(ids)), min(states, len(ids)))) | {0}
+    m = Matcher(grammar, index)
+    checked = 0
+    for pos, tid in enumerate(ids):
+        if pos in picks:
+            got = m.mask()
+            want = brute_force_mask(m, index)
+            diff = np.nonzero(got != want)[0][:5].tolist()
+            assert not diff, (
+                path.name,
+                pos,
+                [(t, index.token_bytes[t], bool(got[t])) for t in diff],
+            )
+            checked += 1
+        if not m.try_advance(tid):  # rejected valid instances are MaskBench's business
+            break
+    return checked
+
+
+@pytest.mark.skipif(not FILES, reason="../shared/maskbench-dev not present")
+def test_masks_equal_the_brute_force_allowed_set(
+    smollm2_tokenizer: Any, smollm2_index: Any
+) -> None:
+    """Exactness on the real vocabulary: at sampled states of real instances, the mask is
+    exactly the set of tokens that `advance` accepts (every one of the 49,152 tried)."""
+    checked = sum(
+        check_exact_masks(p, smollm2_tokenizer, smollm2_index, 2, seed=i)
+        for i, p in enumerate(FILES[3::500])
+    )
+    assert checked > 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not FILES, reason="../shared/maskbench-dev not present")
+@pytest.mark.parametrize("path", FILES[5::25], ids=[p.stem for p in FILES[5::25]])
+def test_masks_equal_the_brute_force_allowed_set_many(
+    smollm2_tokenizer: Any, smollm2_index: Any, path: Path
+) -> None:
+    check_exact_masks(path, smollm2_tokenizer, smollm2_index, 6, seed=hash(path.stem) & 0xFFFF)
