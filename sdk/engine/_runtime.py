@@ -75,7 +75,6 @@ class Runtime:
         self._config_mask: BoundedCache[Config, np.ndarray] = BoundedCache(MASK_CACHE_BYTES)
         self._state_mask: BoundedCache[State, np.ndarray] = BoundedCache(MASK_CACHE_BYTES)
         self._accepting: dict[State, bool] = {}
-        self._after_cache: dict[Config, State] = {}
         self.lock = threading.Lock()
         eos = np.zeros(vocab.packed_len * 8, dtype=bool)
         eos[list(vocab.eos_ids)] = True
@@ -236,7 +235,7 @@ class Runtime:
         """Of the events' token rows (few), those allowed after `lex` ends at each event's
         column: every row is fed byte by byte to the configurations after the lexeme
         (memoised steps, all follow-up terminals at once)."""
-        after = self._after(stack, lex)
+        after = frozenset(self.completions(stack, lex))
         if not after:
             return _NO_ROWS
         step = self.step
@@ -245,9 +244,9 @@ class Runtime:
         ids = self.vocab.ids
         out: list[int] = []
         for col, rows, _ in events:
-            for row in rows.tolist():
+            for row, tid in zip(rows.tolist(), ids[rows].tolist(), strict=True):
                 st = after
-                for b in tb[ids[row]][col:]:
+                for b in tb[tid][col:]:
                     nxt = memo.get((st, b))
                     st = step(st, b) if nxt is None else nxt
                     if not st:
@@ -255,16 +254,6 @@ class Runtime:
                 else:
                     out.append(row)
         return np.asarray(out, dtype=np.int64)
-
-    def _after(self, stack: Stack, lex: int) -> State:
-        key = (stack, lex)
-        got = self._after_cache.get(key)
-        if got is None:
-            got = frozenset(self.completions(stack, lex))
-            if len(self._after_cache) > MAX_CACHE:
-                self._after_cache.clear()
-            self._after_cache[key] = got
-        return got
 
     def rows_after(self, stack: Stack, lex: int, event: _vocab.Event) -> np.ndarray:
         """Of the event's token rows, those whose remaining bytes continue after `lex` ends."""

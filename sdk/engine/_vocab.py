@@ -4,7 +4,7 @@
 lexer state it splits the whole vocabulary into tokens that stay inside the lexeme (allowed
 whatever the stack), tokens that die (never allowed) and the few that finish the lexeme in
 their middle (checked against the stack at run time). One numpy pass over a length-sorted byte
-matrix does it; the result is cached per (terminal DFA, state), across grammars.
+matrix does it; the result is cached across grammars by the language of the state.
 """
 
 from __future__ import annotations
@@ -33,9 +33,7 @@ class Vocab:
     packed_len: int
     by_first_byte: tuple[np.ndarray, ...]  # matrix rows (ascending) whose first byte is b
     row_lengths: np.ndarray  # int64 [N]: byte length of each matrix row
-    flat: np.ndarray  # uint8: the rows' bytes back to back (no padding)
-    row_of_flat: np.ndarray  # int32: the matrix row of every byte of `flat`
-    rest: np.ndarray  # uint8: `flat` without each row's first byte
+    rest: np.ndarray  # uint8: the rows' bytes back to back, without each row's first byte
     row_of_rest: np.ndarray  # int32: the matrix row of every byte of `rest`
 
 
@@ -85,8 +83,6 @@ def _build(index: Any) -> Vocab:
         (size + 7) // 8,
         by_first,
         sorted_lens,
-        flat,
-        row_of_flat,
         flat[col_of_flat > 0],
         row_of_flat[col_of_flat > 0],
     )
@@ -168,7 +164,7 @@ def _signature(dfa: au.Dfa, start: int) -> bytes | None:
     """Digest of the sub-automaton reachable from `start`, states numbered in breadth-first
     order with successors taken by first byte: isomorphic parts (same language, for minimal
     DFAs) get the same digest."""
-    succ = _successors(dfa)
+    succ = dfa.successors
     order = [start]
     number = {start: 0}
     i = 0
@@ -185,28 +181,6 @@ def _signature(dfa: au.Dfa, start: int) -> bytes | None:
     h = hashlib.blake2b(lut[dfa.trans[order]].tobytes(), digest_size=20)
     h.update(dfa.accepting[order].tobytes())
     return h.digest()
-
-
-def _successors(dfa: au.Dfa) -> list[list[int]]:
-    """Every state's live successors, each once, in the order of their first byte."""
-    got: list[list[int]] | None = dfa.__dict__.get("_successors")
-    if got is None:
-        trans = dfa.trans
-        n = trans.shape[0]
-        order = np.argsort(trans, axis=1, kind="stable")  # equal targets keep byte order
-        vals = np.take_along_axis(trans, order, axis=1)
-        new = np.ones(vals.shape, dtype=bool)
-        new[:, 1:] = vals[:, 1:] != vals[:, :-1]
-        new &= vals != 0
-        rows, cols = np.nonzero(new)
-        first_byte = order[rows, cols]
-        # per row, distinct targets sorted by their first byte
-        key = np.lexsort((first_byte, rows))
-        targets = vals[rows, cols][key].tolist()
-        bounds = np.searchsorted(rows[key], np.arange(n + 1)).tolist()
-        got = [targets[bounds[r] : bounds[r + 1]] for r in range(n)]
-        dfa.__dict__["_successors"] = got
-    return got
 
 
 #: Sharing walks between look-alike states pays where one DFA has many of them: length
@@ -327,8 +301,14 @@ def walk(
         if n == 0:
             break
         if n <= SMALL_WALK:  # a few long tokens left: finish them without numpy's overhead
+            kept, ended_at = _step_rows(vocab, dfa, rows.tolist(), s.tolist(), j)
+            kept_rows = np.asarray(kept, dtype=np.int64)
+            survivors.append(kept_rows)
             assert died is not None
-            rows = _finish_small(vocab, dfa, rows, s, j, died, survivors, candidates)
+            died[rows] = True  # all of them were alive up to here: the ones not kept died
+            died[kept_rows] = False
+            candidates.extend((c, np.asarray(r, dtype=np.int64)) for c, r in ended_at.items())
+            rows = rows[:0]
             break
         s = trans[s, matrix[rows, j]]
         alive = s != 0
@@ -389,38 +369,33 @@ def _rows_starting_with(
     return picked[0] if len(picked) == 1 else np.sort(np.concatenate(picked))
 
 
-def _finish_small(
-    vocab: Vocab,
-    dfa: au.Dfa,
-    rows: np.ndarray,
-    states: np.ndarray,
-    col: int,
-    died: np.ndarray,
-    survivors: list[np.ndarray],
-    candidates: list[tuple[int, np.ndarray]],
-) -> np.ndarray:
-    """The rest of `walk` for a few rows, each from its own state at byte `col`, in plain
-    Python; fills the same survivors / candidates / died bookkeeping."""
+def _step_rows(
+    vocab: Vocab, dfa: au.Dfa, rows: list[int], states: list[int], col: int
+) -> tuple[list[int], dict[int, list[int]]]:
+    """Plain-Python walk of `rows`, each from its own state at byte `col`: the rows still
+    inside the lexeme at their last byte, and per column c the rows that died after the
+    lexeme was complete at c. Cheaper than numpy's per-call overhead for few rows."""
     table = dfa.table
     acc = dfa.accepting_list
     tb = vocab.token_bytes
-    ids = vocab.ids
     kept: list[int] = []
-    for row, q in zip(rows.tolist(), states.tolist(), strict=True):
-        data = tb[ids[row]]
+    by_col: dict[int, list[int]] = {}
+    for row, tid, q in zip(rows, vocab.ids[rows].tolist(), states, strict=True):
+        data = tb[tid]
         last = len(data) - 1
+        ends: list[int] = []
         for k in range(col, len(data)):
             q = table[q * 256 + data[k]]
             if not q:
-                died[row] = True
                 break
             if k < last and acc[q]:
-                candidates.append((k + 1, np.asarray([row], dtype=np.int64)))
+                ends.append(k + 1)
         else:
             kept.append(row)
-    if kept:
-        survivors.append(np.asarray(kept, dtype=np.int64))
-    return rows[:0]
+            continue
+        for c in ends:
+            by_col.setdefault(c, []).append(row)
+    return kept, by_col
 
 
 def _split_by_main_target(
@@ -490,11 +465,11 @@ def _split_chain(
 ) -> tuple[np.ndarray, np.ndarray]:
     """`chain[m]` is where a token of m bytes ends (0: dead), for m < len(chain), when its
     first byte is in `plain0` and the others in `plain`."""
+    longest = vocab.matrix.shape[1]
     known = len(chain) - 1  # token lengths whose end state is known
     if chain[-1] == 0:
-        known = vocab.matrix.shape[1]  # dead stays dead
+        known = longest  # dead stays dead
     simple = plain0[vocab.matrix[:, 0]] & _only_bytes_of(vocab, plain)
-    longest = vocab.matrix.shape[1]
     if known < longest:
         simple &= vocab.row_lengths <= known
     if 0 in chain[1:] or len(chain) <= longest:
@@ -508,33 +483,13 @@ def _split_chain(
 def _walk_small(
     vocab: Vocab, dfa: au.Dfa, state: int, rows: np.ndarray, col: int
 ) -> tuple[np.ndarray, Events]:
-    """The same walk in plain Python: cheaper than numpy's per-call overhead for few tokens."""
-    table = dfa.table
-    acc = dfa.accepting_list
-    tb = vocab.token_bytes
-    ids = vocab.ids
-    accepted: list[int] = []
-    by_col: dict[int, list[int]] = {}
-    for row in rows.tolist():
-        data = tb[ids[row]]
-        s = state
-        ends: list[int] = []
-        last = len(data) - 1
-        for k in range(col, len(data)):
-            s = table[s * 256 + data[k]]
-            if not s:
-                break
-            if k < last and acc[s]:
-                ends.append(k + 1)
-        else:
-            accepted.append(row)
-            continue
-        for c in ends:
-            by_col.setdefault(c, []).append(row)
+    """`walk` for few rows, in plain Python."""
+    row_list = rows.tolist()
+    kept, by_col = _step_rows(vocab, dfa, row_list, [state] * len(row_list), col)
     events = tuple(
         (c, np.asarray(r, dtype=np.int64), next(_row_keys)) for c, r in sorted(by_col.items())
     )
-    return np.asarray(accepted, dtype=np.int64), events
+    return np.asarray(kept, dtype=np.int64), events
 
 
 @dataclass(frozen=True, eq=False)
