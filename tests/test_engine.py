@@ -7,6 +7,7 @@ parser for grammars, and a brute-force "feed every token's bytes" for masks.
 from __future__ import annotations
 
 import functools
+import itertools
 import random
 import re
 from dataclasses import dataclass
@@ -76,6 +77,8 @@ REGEXES = [
     r"x{0,12}y",
     r"[^a-c\d]{1,3}",
     r"\w+\s?\W",
+    r"(?:b*a){1,5}",  # counted repeat of an item that loops on its start
+    r"(?:[a-c]*,){2,6}",
 ]
 
 
@@ -117,6 +120,13 @@ def test_regex_dfa_agrees_with_python_re(pattern: str) -> None:
     for _ in range(2000):
         s = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 7)))
         assert dfa.matches(s.encode()) == (re.fullmatch(pattern, s) is not None), s
+    # every short string over a few of the pattern's own characters
+    small = sorted({c for c in pattern if c.isalpha() or c in ',"'}, key=lambda c: c in ',"')
+    small = small[:4] + ["é"]
+    for n in range(7):
+        for chars in itertools.product(small, repeat=n):
+            s = "".join(chars)
+            assert dfa.matches(s.encode()) == (re.fullmatch(pattern, s) is not None), s
 
 
 @given(st.text(max_size=8))

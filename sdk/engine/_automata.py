@@ -247,7 +247,9 @@ def _counted_repeat(node: rx.Repeat) -> Dfa | None:
     lo, hi = node.min, node.max
     x = compile_node(node.item)
     acc = x.accepting
-    if x.nullable or x.n_states > 256 or x.trans[acc].any():
+    if x.nullable or x.n_states > 256 or x.trans[acc].any() or (x.trans == 1).any():
+        # Also refused: an item whose start is re-entered mid-item (`b*a`): the block's start
+        # would then stand both for "k items done" and for "inside item k + 1".
         return None
     inner = [q for q in range(1, x.n_states) if not acc[q]]
     width = len(inner)
