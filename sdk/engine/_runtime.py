@@ -217,43 +217,46 @@ class Runtime:
         assert classes.packed is not None
         mask = classes.packed
         if classes.events:
-            small = [ev for ev in classes.events if len(ev[1]) <= SMALL_EVENT_ROWS]
             rows = [
                 self.rows_after(stack, lex, ev)
                 for ev in classes.events
                 if len(ev[1]) > SMALL_EVENT_ROWS
             ]
-            if small:
-                rows.append(self.event_rows(stack, lex, small))
-            mask = mask | _vocab.pack_rows(self.vocab, np.concatenate(rows))
+            plan = _vocab.suffix_plan(self.vocab, classes, SMALL_EVENT_ROWS)
+            if plan:
+                rows.append(self.event_rows(stack, lex, plan))
+            if rows:
+                mask = mask | _vocab.pack_rows(self.vocab, np.concatenate(rows))
         if self.acc[lex]:
             for nxt in self.completions(stack, lex):
                 mask = mask | self.config_mask(nxt)
         return self._config_mask.put(config, mask, mask.nbytes + 200)
 
-    def event_rows(self, stack: Stack, lex: int, events: list[_vocab.Event]) -> np.ndarray:
-        """Of the events' token rows (few), those allowed after `lex` ends at each event's
-        column: every row is fed byte by byte to the configurations after the lexeme
-        (memoised steps, all follow-up terminals at once)."""
+    def event_rows(self, stack: Stack, lex: int, plan: _vocab.SuffixPlan) -> np.ndarray:
+        """Of the small events' token rows, those allowed after `lex` ends: each distinct rest
+        of a token is fed byte by byte to the configurations after the lexeme (memoised steps,
+        all follow-up terminals at once), sharing the steps of a common prefix."""
         after = frozenset(self.completions(stack, lex))
         if not after:
             return _NO_ROWS
         step = self.step
         memo = self._step
-        tb = self.vocab.token_bytes
-        ids = self.vocab.ids
-        out: list[int] = []
-        for col, rows, _ in events:
-            for row, tid in zip(rows.tolist(), ids[rows].tolist(), strict=True):
-                st = after
-                for b in tb[tid][col:]:
-                    nxt = memo.get((st, b))
-                    st = step(st, b) if nxt is None else nxt
-                    if not st:
-                        break
-                else:
-                    out.append(row)
-        return np.asarray(out, dtype=np.int64)
+        states = [after]  # states[k]: after the first k bytes of the current rest
+        out: list[np.ndarray] = []
+        for rest, lcp, rows in plan:
+            if len(states) <= lcp:  # the shared prefix already died
+                continue
+            del states[lcp + 1 :]
+            st = states[-1]
+            for b in rest[lcp:]:
+                nxt = memo.get((st, b))
+                st = step(st, b) if nxt is None else nxt
+                if not st:
+                    break
+                states.append(st)
+            else:
+                out.append(rows)
+        return np.concatenate(out) if out else _NO_ROWS
 
     def rows_after(self, stack: Stack, lex: int, event: _vocab.Event) -> np.ndarray:
         """Of the event's token rows, those whose remaining bytes continue after `lex` ends."""

@@ -249,6 +249,41 @@ def cached_walk(
 
 _NO_ROWS = np.zeros(0, dtype=np.int32)
 
+#: One entry per distinct rest of the tokens of a walk's small events: (the bytes after the
+#: lexeme's end, length of the prefix shared with the previous entry, their matrix rows).
+SuffixPlan = tuple[tuple[bytes, int, np.ndarray], ...]
+_plans: weakref.WeakKeyDictionary[Walk, SuffixPlan] = weakref.WeakKeyDictionary()
+
+
+def suffix_plan(vocab: Vocab, walk: Walk, max_rows: int) -> SuffixPlan:
+    """The small events (at most `max_rows` rows) of `walk`, regrouped by what follows the
+    lexeme's end in each token, sorted so that shared prefixes are adjacent. Whether a row is
+    allowed depends only on these bytes (all events of a configuration continue from the same
+    parser state), so each distinct rest is checked once and a dead prefix skips its run.
+    Cached per walk: every configuration of its lexer state uses the same plan."""
+    got = _plans.get(walk)
+    if got is None:
+        tb = vocab.token_bytes
+        by_rest: dict[bytes, list[int]] = {}
+        for col, rows, _ in walk.events:
+            if len(rows) <= max_rows:
+                for row, tid in zip(rows.tolist(), vocab.ids[rows].tolist(), strict=True):
+                    by_rest.setdefault(tb[tid][col:], []).append(row)
+        plan: list[tuple[bytes, int, np.ndarray]] = []
+        prev = b""
+        for rest in sorted(by_rest):
+            lcp = 0
+            for a, b in zip(prev, rest, strict=False):
+                if a != b:
+                    break
+                lcp += 1
+            plan.append((rest, lcp, np.asarray(by_rest[rest], dtype=np.int64)))
+            prev = rest
+        got = tuple(plan)
+        with _lock:
+            _plans[walk] = got
+    return got
+
 
 def pack_rows(vocab: Vocab, rows: np.ndarray) -> np.ndarray:
     bits = np.zeros(vocab.packed_len * 8, dtype=bool)
