@@ -50,6 +50,14 @@ class Dfa:
         return array("i", self.trans.astype(np.int32, copy=False).tobytes())
 
     @cached_property
+    def loop_bits(self) -> np.ndarray:
+        """Per state, the bytes that lead back to it (uint64 [n_states, 4]): trie walks take a
+        subtree whole where every byte below it loops."""
+        from ._trie import loop_bits
+
+        return loop_bits(self.trans)
+
+    @cached_property
     def accepting_list(self) -> list[bool]:
         return self.accepting.tolist()
 

@@ -1,10 +1,10 @@
-"""Vocabulary arrays for vectorised automaton walks, and per-DFA-state token classification.
+"""Vocabulary arrays for automaton walks, and per-DFA-state token classification.
 
 `classify(dfa, state)` is the precomputation that does not depend on the parser stack: for one
 lexer state it splits the whole vocabulary into tokens that stay inside the lexeme (allowed
 whatever the stack), tokens that die (never allowed) and the few that finish the lexeme in
-their middle (checked against the stack at run time). One numpy pass over a length-sorted byte
-matrix does it; the result is cached across grammars by the language of the state.
+their middle (checked against the stack at run time). A compiled walk of the vocabulary's trie
+does it (`_trie`); the result is cached across grammars by the language of the state.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from . import _automata as au
+from . import _trie
 from ._cache import BoundedCache
 
 
@@ -28,13 +29,10 @@ class Vocab:
     token_bytes: tuple[bytes, ...]
     ids: np.ndarray  # int64 [N]: non-empty token ids sorted by byte length, descending
     matrix: np.ndarray  # uint8 [N, L]: their bytes, zero padded
-    longer_than: np.ndarray  # int64 [L + 1]: count of tokens with length > j
     eos_ids: tuple[int, ...]
     packed_len: int
-    by_first_byte: tuple[np.ndarray, ...]  # matrix rows (ascending) whose first byte is b
     row_lengths: np.ndarray  # int64 [N]: byte length of each matrix row
-    rest: np.ndarray  # uint8: the rows' bytes back to back, without each row's first byte
-    row_of_rest: np.ndarray  # int32: the matrix row of every byte of `rest`
+    trie: _trie.Trie  # the rows as a trie, for whole-vocabulary walks
 
 
 _vocabs: weakref.WeakKeyDictionary[Any, Vocab] = weakref.WeakKeyDictionary()
@@ -66,25 +64,16 @@ def _build(index: Any) -> Vocab:
     col_of_flat = np.arange(len(flat), dtype=np.int64) - np.repeat(starts, sorted_lens)
     matrix = np.zeros((len(order), max_len), dtype=np.uint8)
     matrix[row_of_flat, col_of_flat] = flat
-    # count of lengths > j; lengths are sorted descending
-    longer = np.searchsorted(-sorted_lens, -np.arange(max_len + 1), side="left").astype(np.int64)
     eos = tuple(sorted(int(e) for e in getattr(index, "eos_ids", ())))
-    first = matrix[:, 0] if max_len else np.zeros(0, dtype=np.uint8)
-    first_order = np.argsort(first, kind="stable")
-    bounds = np.searchsorted(first[first_order], np.arange(257))
-    by_first = tuple(first_order[bounds[b] : bounds[b + 1]].astype(np.int64) for b in range(256))
     return Vocab(
         size,
         tb,
         order,
         matrix,
-        longer,
         eos,
         (size + 7) // 8,
-        by_first,
         sorted_lens,
-        flat[col_of_flat > 0],
-        row_of_flat[col_of_flat > 0],
+        _trie.build_trie(matrix, sorted_lens, order),
     )
 
 
@@ -237,10 +226,11 @@ def cached_walk(
             # a big boundary event (tokens after a whitespace run, say) meets many follow-up
             # terminals: look only at the rows whose next byte this state takes
             rows = _rows_starting_with(vocab, rows, col, rows_key, dfa.trans[state] != 0)
-        accepted, events = walk(vocab, dfa, state, rows, col)
         if rows is None:  # whole-vocabulary walks are only ever used as a bitmask
-            got = Walk(_NO_ROWS, events, pack_rows(vocab, accepted))
+            packed, events = walk_vocabulary(vocab, dfa, state)
+            got = Walk(_NO_ROWS, events, packed)
         else:
+            accepted, events = walk(vocab, dfa, state, rows, col)
             got = Walk(accepted.astype(np.int32), events, None)
         size = 200 + got.accepted.nbytes + sum(r.nbytes + 64 for _, r, _ in events)
         cache.put(key, got, size + (got.packed.nbytes if got.packed is not None else 0))
@@ -291,90 +281,51 @@ def pack_rows(vocab: Vocab, rows: np.ndarray) -> np.ndarray:
     return np.packbits(bits, bitorder="little")
 
 
+def walk_vocabulary(vocab: Vocab, dfa: au.Dfa, state: int) -> tuple[np.ndarray, Events]:
+    """Every token from `state`: the packed bitmask of those still inside the lexeme at their
+    last byte, and the boundary events of those that die: (c, rows, key) where the lexeme was
+    complete after byte c and more bytes followed (a row can appear under several c)."""
+    trie = vocab.trie
+    packed, triples = _trie.walk_trie(
+        trie, dfa.trans, dfa.accepting, dfa.loop_bits, state, vocab.packed_len
+    )
+    if not len(triples):
+        return packed, ()
+    triples = triples[np.argsort(triples[:, 0], kind="stable")]
+    cols, lo, hi = triples[:, 0], triples[:, 1], triples[:, 2]
+    sizes = hi - lo
+    starts = np.cumsum(sizes) - sizes
+    positions = np.arange(int(sizes.sum()), dtype=np.int64) + np.repeat(lo - starts, sizes)
+    rows = trie.order[positions]
+    bounds = np.flatnonzero(np.diff(cols)) + 1
+    splits = np.split(rows, starts[bounds])
+    events = tuple(
+        (int(c), part, next(_row_keys))
+        for c, part in zip(cols[np.r_[0, bounds]].tolist(), splits, strict=True)
+    )
+    return packed, events
+
+
 def walk(
-    vocab: Vocab, dfa: au.Dfa, state: int, rows: np.ndarray | None, col: int
+    vocab: Vocab, dfa: au.Dfa, state: int, rows: np.ndarray, col: int
 ) -> tuple[np.ndarray, Events]:
-    """Run the lexer from `state` over tokens `rows` (all if None) starting at byte `col`.
-
-    Returns the rows that are still inside the lexeme at their last byte, and the boundary
-    events of the rows that die: (c, rows, key) where the lexeme was complete after byte c and
-    more bytes followed (a row can appear under several c).
-    """
-    if rows is not None and len(rows) <= SMALL_WALK:
-        return _walk_small(vocab, dfa, state, rows, col)
-    trans = dfa.trans
-    acc = dfa.accepting
-    matrix = vocab.matrix
-    longer = vocab.longer_than
-    allowed_first = trans[state] != 0
-    if rows is None:
-        # Only tokens whose first byte can start here: literal-like states touch few rows.
-        n_first = int(allowed_first.sum())
-        if n_first <= 32:
-            picked = [vocab.by_first_byte[b] for b in np.nonzero(allowed_first)[0]]
-            rows = np.sort(np.concatenate(picked)) if picked else np.zeros(0, dtype=np.int64)
-        elif (split := _split_by_main_target(vocab, dfa, state)) is not None:
-            stays, others = split
-            rest, rest_events = walk(vocab, dfa, state, others, col)
-            return np.concatenate([stays, rest]), rest_events
-        else:
-            groups = _groups(vocab, dfa)
-            if groups is not None:
-                return _walk_grouped(vocab, dfa, state, groups)
-            rows = np.arange(len(vocab.ids), dtype=np.int64)
-    elif len(rows) > 64:
-        rows = rows[allowed_first[matrix[rows, col]]]
-    s = np.full(len(rows), state, dtype=np.int32)
-    survivors: list[np.ndarray] = []
-    candidates: list[tuple[int, np.ndarray]] = []
-    died = np.zeros(len(vocab.ids), dtype=bool) if rows.size else None
-    for j in range(col, matrix.shape[1]):
-        n = int(np.searchsorted(rows, longer[j]))  # rows[:n] still have a byte at column j
-        if n < len(rows):
-            survivors.append(rows[n:])
-            rows, s = rows[:n], s[:n]
-        if n == 0:
-            break
-        if n <= SMALL_WALK:  # a few long tokens left: finish them without numpy's overhead
-            kept, ended_at = _step_rows(vocab, dfa, rows.tolist(), s.tolist(), j)
-            kept_rows = np.asarray(kept, dtype=np.int64)
-            survivors.append(kept_rows)
-            assert died is not None
-            died[rows] = True  # all of them were alive up to here: the ones not kept died
-            died[kept_rows] = False
-            candidates.extend((c, np.asarray(r, dtype=np.int64)) for c, r in ended_at.items())
-            rows = rows[:0]
-            break
-        s = trans[s, matrix[rows, j]]
-        alive = s != 0
-        if not alive.all():
-            assert died is not None
-            died[rows[~alive]] = True
-            rows, s = rows[alive], s[alive]
-            if len(rows) == 0:
-                break
-        ended = acc[s] & (rows < longer[j + 1])
-        if ended.any():
-            candidates.append((j + 1, rows[ended]))
-    if len(rows):
-        survivors.append(rows)
-    accepted = np.concatenate(survivors) if survivors else np.zeros(0, dtype=np.int64)
-    events: list[Event] = []
-    if died is not None:
-        by_col: dict[int, list[np.ndarray]] = {}
-        for c, cand in candidates:
-            keep = cand[died[cand]]
-            if len(keep):
-                by_col.setdefault(c, []).append(keep)
-        for c in sorted(by_col):
-            parts = by_col[c]
-            events.append(
-                (c, parts[0] if len(parts) == 1 else np.concatenate(parts), next(_row_keys))
-            )
-    return accepted, tuple(events)
+    """Run the lexer from `state` over tokens `rows` starting at byte `col`: the rows still
+    inside the lexeme at their last byte, and the boundary events of the rows that die."""
+    kept, ev_col, ev_row = _trie.walk_rows(
+        vocab.matrix, vocab.row_lengths, rows, col, dfa.trans, dfa.accepting, state
+    )
+    if not len(ev_col):
+        return kept, ()
+    order = np.argsort(ev_col, kind="stable")
+    ev_col, ev_row = ev_col[order], ev_row[order]
+    bounds = np.flatnonzero(np.diff(ev_col)) + 1
+    events = tuple(
+        (int(c), part, next(_row_keys))
+        for c, part in zip(ev_col[np.r_[0, bounds]].tolist(), np.split(ev_row, bounds), strict=True)
+    )
+    return kept, events
 
 
-SMALL_WALK = 48
 BUCKET_MIN_ROWS = 512
 
 _bucket_cache: weakref.WeakKeyDictionary[
@@ -402,188 +353,3 @@ def _rows_starting_with(
     if not picked:
         return rows[:0]
     return picked[0] if len(picked) == 1 else np.sort(np.concatenate(picked))
-
-
-def _step_rows(
-    vocab: Vocab, dfa: au.Dfa, rows: list[int], states: list[int], col: int
-) -> tuple[list[int], dict[int, list[int]]]:
-    """Plain-Python walk of `rows`, each from its own state at byte `col`: the rows still
-    inside the lexeme at their last byte, and per column c the rows that died after the
-    lexeme was complete at c. Cheaper than numpy's per-call overhead for few rows."""
-    table = dfa.table
-    acc = dfa.accepting_list
-    tb = vocab.token_bytes
-    kept: list[int] = []
-    by_col: dict[int, list[int]] = {}
-    for row, tid, q in zip(rows, vocab.ids[rows].tolist(), states, strict=True):
-        data = tb[tid]
-        last = len(data) - 1
-        ends: list[int] = []
-        for k in range(col, len(data)):
-            q = table[q * 256 + data[k]]
-            if not q:
-                break
-            if k < last and acc[q]:
-                ends.append(k + 1)
-        else:
-            kept.append(row)
-            continue
-        for c in ends:
-            by_col.setdefault(c, []).append(row)
-    return kept, by_col
-
-
-def _split_by_main_target(
-    vocab: Vocab, dfa: au.Dfa, state: int
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """For a wide state, the tokens whose fate is known without walking them.
-
-    Most bytes P0 lead from `state` to one state c1, and from there most bytes P lead on to
-    one state again, for a while: the chain `state → c1 → c2 → ...` (a string body loops on
-    P; a length counter steps to its next count; a key-exclusion string leaves its key
-    prefix for the plain body on P0, then loops on P). A token whose first byte is in P0 and
-    whose other bytes are in P, of length m, ends in c_m. If no state of the chain accepts,
-    nothing can end inside it: the token is allowed when c_m is alive and dead otherwise.
-    Returns (allowed rows, rows still to walk), or None when not worth it. Rows with other
-    bytes, or longer than the chain is known, are walked.
-    """
-    trans = dfa.trans
-    first = _main_target(trans[state])
-    if first is None or dfa.accepting[first]:
-        return None
-    plain0 = trans[state] == first
-    body = _main_target(trans[first])
-    plain = trans[first] == body if body is not None else plain0
-    depth = vocab.matrix.shape[1]
-    chain = [state, first]
-    while len(chain) <= depth and chain[-1] != 0:
-        if dfa.accepting[chain[-1]]:
-            return _split_chain(vocab, plain0, plain, chain[:-1])
-        nxt = trans[chain[-1]][plain]
-        if (nxt != nxt[0]).any():
-            break
-        if nxt[0] == chain[-1]:  # a loop (a string body): the chain stays here
-            chain.extend([chain[-1]] * (depth + 1 - len(chain)))
-            break
-        chain.append(int(nxt[0]))
-    return _split_chain(vocab, plain0, plain, chain)
-
-
-def _main_target(row: np.ndarray) -> int | None:
-    """The live state most bytes of a transition row lead to, if at least 32 do."""
-    counts = np.bincount(row)
-    counts[0] = 0
-    top = int(counts.argmax())
-    return top if counts[top] >= 32 else None
-
-
-_only_cache: weakref.WeakKeyDictionary[Vocab, BoundedCache[bytes, np.ndarray]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _only_bytes_of(vocab: Vocab, allowed: np.ndarray) -> np.ndarray:
-    """Rows whose bytes after the first are all `allowed` bytes (cached per byte set: most
-    are JSON string bodies)."""
-    cache = _per_vocab(_only_cache, vocab, 16 << 20)
-    key = np.packbits(allowed).tobytes()
-    got = cache.get(key)
-    if got is None:
-        got = np.ones(len(vocab.ids), dtype=bool)
-        got[vocab.row_of_rest[~allowed[vocab.rest]]] = False
-        cache.put(key, got, got.nbytes + 64)
-    return got
-
-
-def _split_chain(
-    vocab: Vocab, plain0: np.ndarray, plain: np.ndarray, chain: list[int]
-) -> tuple[np.ndarray, np.ndarray]:
-    """`chain[m]` is where a token of m bytes ends (0: dead), for m < len(chain), when its
-    first byte is in `plain0` and the others in `plain`."""
-    longest = vocab.matrix.shape[1]
-    known = len(chain) - 1  # token lengths whose end state is known
-    if chain[-1] == 0:
-        known = longest  # dead stays dead
-    simple = plain0[vocab.matrix[:, 0]] & _only_bytes_of(vocab, plain)
-    if known < longest:
-        simple &= vocab.row_lengths <= known
-    if 0 in chain[1:] or len(chain) <= longest:
-        ends = np.asarray(chain + [0], dtype=np.int64)[np.minimum(vocab.row_lengths, len(chain))]
-        allowed = simple & (ends != 0)
-    else:  # every length ends alive
-        allowed = simple
-    return np.nonzero(allowed)[0], np.nonzero(~simple)[0]
-
-
-def _walk_small(
-    vocab: Vocab, dfa: au.Dfa, state: int, rows: np.ndarray, col: int
-) -> tuple[np.ndarray, Events]:
-    """`walk` for few rows, in plain Python."""
-    row_list = rows.tolist()
-    kept, by_col = _step_rows(vocab, dfa, row_list, [state] * len(row_list), col)
-    events = tuple(
-        (c, np.asarray(r, dtype=np.int64), next(_row_keys)) for c, r in sorted(by_col.items())
-    )
-    return np.asarray(kept, dtype=np.int64), events
-
-
-@dataclass(frozen=True, eq=False)
-class _Groups:
-    """Tokens the DFA cannot tell apart: same length, same byte class at every position."""
-
-    reps: np.ndarray  # one matrix row per group, ascending
-    group_of_row: np.ndarray  # group index of every matrix row
-
-
-_group_cache: weakref.WeakKeyDictionary[Vocab, BoundedCache[Any, _Groups | None]] = (
-    weakref.WeakKeyDictionary()
-)
-MAX_GROUPED_STATES = 4096
-
-
-def _groups(vocab: Vocab, dfa: au.Dfa) -> _Groups | None:
-    """Group the vocabulary by the DFA's byte classes: a string-body state then walks a few
-    hundred representatives instead of every token. Cached per byte partition, which many
-    DFAs share (every JSON string DFA splits bytes the same way)."""
-    cache = _per_vocab(_group_cache, vocab, 64 << 20)
-    if dfa.serial in cache:
-        return cache.get(dfa.serial)
-    got: _Groups | None = None
-    if dfa.n_states <= MAX_GROUPED_STATES and len(vocab.ids):
-        byte_class = au.byte_classes(dfa.trans)[1].astype(np.uint8)
-        partition = byte_class.tobytes()
-        if partition in cache:
-            got = cache.get(partition)
-        else:
-            got = _group_rows(vocab, byte_class)
-            cache.put(partition, got, got.reps.nbytes + got.group_of_row.nbytes)
-    cache.put(dfa.serial, got, 64)
-    return got
-
-
-def _group_rows(vocab: Vocab, byte_class: np.ndarray) -> _Groups:
-    n, width = vocab.matrix.shape
-    keys = np.empty((n, width + 2), dtype=np.uint8)
-    keys[:, 0] = vocab.row_lengths >> 8
-    keys[:, 1] = vocab.row_lengths & 0xFF
-    keys[:, 2:] = byte_class[vocab.matrix]
-    void = np.ascontiguousarray(keys).view(np.dtype((np.void, width + 2))).reshape(-1)
-    _, first, inverse = np.unique(void, return_index=True, return_inverse=True)
-    reps, group_of_row = au.in_first_seen_order(first, inverse)
-    return _Groups(reps.astype(np.int64), group_of_row)
-
-
-def _walk_grouped(
-    vocab: Vocab, dfa: au.Dfa, state: int, groups: _Groups
-) -> tuple[np.ndarray, Events]:
-    accepted, events = walk(vocab, dfa, state, groups.reps, 0)
-    hit = np.zeros(len(groups.reps), dtype=bool)
-    rep_index = np.searchsorted(groups.reps, accepted)
-    hit[rep_index] = True
-    rows = np.nonzero(hit[groups.group_of_row])[0]
-    out: list[Event] = []
-    for c, ev_rows, _ in events:
-        hit[:] = False
-        hit[np.searchsorted(groups.reps, ev_rows)] = True
-        out.append((c, np.nonzero(hit[groups.group_of_row])[0], next(_row_keys)))
-    return rows, tuple(out)
