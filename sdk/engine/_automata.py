@@ -61,21 +61,6 @@ class Dfa:
     def accepting_list(self) -> list[bool]:
         return self.accepting.tolist()
 
-    @cached_property
-    def successors(self) -> list[list[int]]:
-        """Every state's live successors, each once, in the order of their first byte."""
-        trans = self.trans
-        order = np.argsort(trans, axis=1, kind="stable")  # equal targets keep byte order
-        vals = np.take_along_axis(trans, order, axis=1)
-        new = np.ones(vals.shape, dtype=bool)
-        new[:, 1:] = vals[:, 1:] != vals[:, :-1]
-        new &= vals != 0
-        rows, cols = np.nonzero(new)
-        key = np.lexsort((order[rows, cols], rows))  # per row, by first byte
-        targets = vals[rows, cols][key].tolist()
-        bounds = np.searchsorted(rows[key], np.arange(trans.shape[0] + 1)).tolist()
-        return [targets[bounds[r] : bounds[r + 1]] for r in range(trans.shape[0])]
-
     @property
     def is_empty(self) -> bool:
         """The empty language (trimmed DFAs: the start is then dead-ended and non-accepting)."""

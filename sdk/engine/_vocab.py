@@ -4,12 +4,11 @@
 lexer state it splits the whole vocabulary into tokens that stay inside the lexeme (allowed
 whatever the stack), tokens that die (never allowed) and the few that finish the lexeme in
 their middle (checked against the stack at run time). A compiled walk of the vocabulary's trie
-does it (`_trie`); the result is cached across grammars by the language of the state.
+does it (`_trie`); the result is cached per (DFA, state); DFAs of equal regexes are shared across grammars.
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import threading
 import weakref
@@ -116,7 +115,7 @@ def classify(vocab: Vocab, dfa: au.Dfa, state: int) -> Walk:
     if dfa.n_states < HORIZON_MIN_STATES:
         return cached_walk(vocab, dfa, state, 0, None, 0)
     cache = _per_vocab(_walk_cache, vocab, WALK_CACHE_BYTES)
-    key = (state_key(dfa, state), 0, 0)
+    key = (dfa.serial, state, 0, 0)
     got = cache.get(key)
     if got is not None:
         return got
@@ -128,48 +127,6 @@ def classify(vocab: Vocab, dfa: au.Dfa, state: int) -> Walk:
     else:
         cache.put(key, got, 64)
     return got
-
-
-#: States with more reachable states than this are keyed by (DFA, state) instead of by
-#: language: the signature's cost grows with the reachable part.
-SIGNATURE_MAX_STATES = 64
-
-
-def state_key(dfa: au.Dfa, state: int) -> Any:
-    """A cache key for the language of `state`: equal keys, equal languages, so walks are
-    shared across DFAs (a key-exclusion string's body is the plain string body; the same
-    enum tail recurs in many schemas). (serial, state) where the signature is too costly."""
-    sigs: dict[int, Any] = dfa.__dict__.setdefault("_state_keys", {})
-    got = sigs.get(state)
-    if got is None:
-        got = _signature(dfa, state)
-        if got is None:
-            got = (dfa.serial, state)
-        sigs[state] = got
-    return got
-
-
-def _signature(dfa: au.Dfa, start: int) -> bytes | None:
-    """Digest of the sub-automaton reachable from `start`, states numbered in breadth-first
-    order with successors taken by first byte: isomorphic parts (same language, for minimal
-    DFAs) get the same digest."""
-    succ = dfa.successors
-    order = [start]
-    number = {start: 0}
-    i = 0
-    while i < len(order):
-        for v in succ[order[i]]:
-            if v not in number:
-                if len(order) >= SIGNATURE_MAX_STATES:
-                    return None
-                number[v] = len(order)
-                order.append(v)
-        i += 1
-    lut = np.zeros(dfa.n_states, dtype=np.int32)
-    lut[order] = np.arange(1, len(order) + 1, dtype=np.int32)
-    h = hashlib.blake2b(lut[dfa.trans[order]].tobytes(), digest_size=20)
-    h.update(dfa.accepting[order].tobytes())
-    return h.digest()
 
 
 #: Sharing walks between look-alike states pays where one DFA has many of them: length
@@ -219,7 +176,9 @@ def cached_walk(
     """`walk`, memoised across grammars: row sets are named by the key of the event that
     produced them, so the same boundary crossing is never walked twice."""
     cache = _per_vocab(_walk_cache, vocab, WALK_CACHE_BYTES)
-    key = (state_key(dfa, state), col, rows_key)
+    # Keyed by DFA, not by language: DFAs of equal regexes are one object (compile_regex
+    # memoises), and a compiled walk costs less than a canonical signature of the state would.
+    key = (dfa.serial, state, col, rows_key)
     got = cache.get(key)
     if got is None:
         if rows is not None and len(rows) > BUCKET_MIN_ROWS and rows_key:
