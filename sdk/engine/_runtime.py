@@ -223,7 +223,7 @@ class Runtime:
                 if len(ev[1]) > SMALL_EVENT_ROWS
             ]
             plan = _vocab.suffix_plan(self.vocab, classes, SMALL_EVENT_ROWS)
-            if plan:
+            if plan.ranges:
                 rows.append(self.event_rows(stack, lex, plan))
             if rows:
                 mask = mask | _vocab.pack_rows(self.vocab, np.concatenate(rows))
@@ -233,30 +233,42 @@ class Runtime:
         return self._config_mask.put(config, mask, mask.nbytes + 200)
 
     def event_rows(self, stack: Stack, lex: int, plan: _vocab.SuffixPlan) -> np.ndarray:
-        """Of the small events' token rows, those allowed after `lex` ends: each distinct rest
-        of a token is fed byte by byte to the configurations after the lexeme (memoised steps,
-        all follow-up terminals at once), sharing the steps of a common prefix."""
+        """Of the small events' token rows, those allowed after `lex` ends: each is fed byte by
+        byte to the configurations after the lexeme (memoised steps, all follow-up terminals
+        at once), ranges whose first byte cannot follow skipped whole, and within a range the
+        steps of a shared prefix taken once."""
         after = frozenset(self.completions(stack, lex))
         if not after:
             return _NO_ROWS
         step = self.step
         memo = self._step
-        states = [after]  # states[k]: after the first k bytes of the current rest
-        out: list[np.ndarray] = []
-        for rest, lcp, rows in plan:
-            if len(states) <= lcp:  # the shared prefix already died
+        alive = set()
+        for b in plan.firsts:
+            nxt = memo.get((after, b))
+            if (step(after, b) if nxt is None else nxt):
+                alive.add(b)
+        out: list[int] = []
+        if not alive:
+            return _NO_ROWS
+        vocab = self.vocab
+        for (c, lo, hi), first in zip(plan.ranges, plan.first, strict=True):
+            if first not in alive:
                 continue
-            del states[lcp + 1 :]
-            st = states[-1]
-            for b in rest[lcp:]:
-                nxt = memo.get((st, b))
-                st = step(st, b) if nxt is None else nxt
-                if not st:
-                    break
-                states.append(st)
-            else:
-                out.append(rows)
-        return np.concatenate(out) if out else _NO_ROWS
+            states = [after]  # states[k]: after the first k bytes of the current rest
+            for rest, lcp, row in _vocab.range_entries(vocab, c, lo, hi):
+                if len(states) <= lcp:  # the shared prefix already died
+                    continue
+                del states[lcp + 1 :]
+                st = states[-1]
+                for b in rest[lcp:]:
+                    nxt = memo.get((st, b))
+                    st = step(st, b) if nxt is None else nxt
+                    if not st:
+                        break
+                    states.append(st)
+                else:
+                    out.append(row)
+        return np.asarray(out, dtype=np.int64)
 
     def rows_after(self, stack: Stack, lex: int, event: _vocab.Event) -> np.ndarray:
         """Of the event's token rows, those whose remaining bytes continue after `lex` ends."""

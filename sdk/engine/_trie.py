@@ -65,6 +65,7 @@ class Trie:
 
     order: np.ndarray  # int64 [tokens]: matrix row of each position
     tid: np.ndarray  # int32 [tokens]: token id of each position
+    lcp: np.ndarray  # int32 [tokens]: bytes shared with the previous position's token
     byte: np.ndarray  # int32 [nodes]
     depth: np.ndarray  # int32 [nodes]: 1 for children of the root
     skip: np.ndarray  # int32 [nodes]: first node after the subtree
@@ -79,7 +80,7 @@ class Trie:
     def nbytes(self) -> int:
         return sum(
             a.nbytes
-            for a in (self.order, self.tid, self.byte, self.depth, self.skip, self.sub_lo,
+            for a in (self.order, self.tid, self.lcp, self.byte, self.depth, self.skip, self.sub_lo,
                       self.sub_hi, self.end_lo, self.end_hi, self.below)
         )
 
@@ -119,6 +120,7 @@ def build_trie(matrix: np.ndarray, lengths: np.ndarray, ids: np.ndarray) -> Trie
     return Trie(
         order=order.astype(np.int64),
         tid=ids[order].astype(i32),
+        lcp=lcp.astype(i32),
         byte=byte,
         depth=depth,
         skip=skip,

@@ -90,6 +90,8 @@ class Walk:
     accepted: np.ndarray
     events: Events
     packed: np.ndarray | None
+    #: whole-vocabulary walks: the events as trie position ranges, rows (c, lo, hi) sorted
+    ranges: np.ndarray | None = None
 
 
 def _per_vocab(registry: weakref.WeakKeyDictionary[Vocab, Any], vocab: Vocab, size: int) -> Any:
@@ -186,8 +188,8 @@ def cached_walk(
             # terminals: look only at the rows whose next byte this state takes
             rows = _rows_starting_with(vocab, rows, col, rows_key, dfa.trans[state] != 0)
         if rows is None:  # whole-vocabulary walks are only ever used as a bitmask
-            packed, events = walk_vocabulary(vocab, dfa, state)
-            got = Walk(_NO_ROWS, events, packed)
+            packed, events, ranges = walk_vocabulary(vocab, dfa, state)
+            got = Walk(_NO_ROWS, events, packed, ranges)
         else:
             accepted, events = walk(vocab, dfa, state, rows, col)
             got = Walk(accepted.astype(np.int32), events, None)
@@ -198,39 +200,69 @@ def cached_walk(
 
 _NO_ROWS = np.zeros(0, dtype=np.int32)
 
-#: One entry per distinct rest of the tokens of a walk's small events: (the bytes after the
-#: lexeme's end, length of the prefix shared with the previous entry, their matrix rows).
-SuffixPlan = tuple[tuple[bytes, int, np.ndarray], ...]
+@dataclass(frozen=True, eq=False)
+class SuffixPlan:
+    """The small events of a whole-vocabulary walk as trie ranges: `ranges[k] = (c, lo, hi)`
+    holds the tokens at trie positions lo:hi, which all died below one node and had a complete
+    lexeme after byte c; they share the byte after c, `first[k]`. Whether a token is allowed
+    depends only on its bytes after c (every event of a configuration continues from the same
+    parser state), so a range whose first byte cannot follow is skipped whole."""
+
+    ranges: list[tuple[int, int, int]]
+    first: list[int]
+    firsts: frozenset[int]
+
+
 _plans: weakref.WeakKeyDictionary[Walk, SuffixPlan] = weakref.WeakKeyDictionary()
+_NO_PLAN = SuffixPlan([], [], frozenset())
 
 
 def suffix_plan(vocab: Vocab, walk: Walk, max_rows: int) -> SuffixPlan:
-    """The small events (at most `max_rows` rows) of `walk`, regrouped by what follows the
-    lexeme's end in each token, sorted so that shared prefixes are adjacent. Whether a row is
-    allowed depends only on these bytes (all events of a configuration continue from the same
-    parser state), so each distinct rest is checked once and a dead prefix skips its run.
-    Cached per walk: every configuration of its lexer state uses the same plan."""
+    """The plan of the events of `walk` with at most `max_rows` rows (cached per walk)."""
     got = _plans.get(walk)
     if got is None:
-        tb = vocab.token_bytes
-        by_rest: dict[bytes, list[int]] = {}
-        for col, rows, _ in walk.events:
-            if len(rows) <= max_rows:
-                for row, tid in zip(rows.tolist(), vocab.ids[rows].tolist(), strict=True):
-                    by_rest.setdefault(tb[tid][col:], []).append(row)
-        plan: list[tuple[bytes, int, np.ndarray]] = []
-        prev = b""
-        for rest in sorted(by_rest):
-            lcp = 0
-            for a, b in zip(prev, rest, strict=False):
-                if a != b:
-                    break
-                lcp += 1
-            plan.append((rest, lcp, np.asarray(by_rest[rest], dtype=np.int64)))
-            prev = rest
-        got = tuple(plan)
+        ranges = walk.ranges
+        got = _NO_PLAN
+        if ranges is not None and len(ranges):
+            cols = ranges[:, 0]
+            per_col = np.bincount(cols, weights=ranges[:, 2] - ranges[:, 1])
+            small = ranges[per_col[cols] <= max_rows]
+            if len(small):
+                first = vocab.matrix[vocab.trie.order[small[:, 1]], small[:, 0]].tolist()
+                got = SuffixPlan(small.tolist(), first, frozenset(first))
         with _lock:
             _plans[walk] = got
+    return got
+
+
+#: Entries of one trie range in the order they are checked: (the token's bytes after the
+#: lexeme's end, how many of them the previous entry shares, matrix row).
+RangeEntries = tuple[tuple[bytes, int, int], ...]
+_entries_cache: weakref.WeakKeyDictionary[Vocab, BoundedCache[Any, RangeEntries]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def range_entries(vocab: Vocab, c: int, lo: int, hi: int) -> RangeEntries:
+    """The tokens of trie positions lo:hi cut after byte c: in trie order their rests are
+    sorted, so a shared prefix is stepped once and a dead one skips its run."""
+    cache = _per_vocab(_entries_cache, vocab, 16 << 20)
+    key = (c, lo, hi)
+    got = cache.get(key)
+    if got is None:
+        trie = vocab.trie
+        tb = vocab.token_bytes
+        shared = np.maximum(trie.lcp[lo:hi] - c, 0)
+        shared[0] = 0
+        got = tuple(
+            zip(
+                [tb[t][c:] for t in trie.tid[lo:hi].tolist()],
+                shared.tolist(),
+                trie.order[lo:hi].tolist(),
+                strict=True,
+            )
+        )
+        cache.put(key, got, 100 + 80 * (hi - lo))
     return got
 
 
@@ -240,29 +272,31 @@ def pack_rows(vocab: Vocab, rows: np.ndarray) -> np.ndarray:
     return np.packbits(bits, bitorder="little")
 
 
-def walk_vocabulary(vocab: Vocab, dfa: au.Dfa, state: int) -> tuple[np.ndarray, Events]:
+def walk_vocabulary(vocab: Vocab, dfa: au.Dfa, state: int) -> tuple[np.ndarray, Events, np.ndarray]:
     """Every token from `state`: the packed bitmask of those still inside the lexeme at their
     last byte, and the boundary events of those that die: (c, rows, key) where the lexeme was
-    complete after byte c and more bytes followed (a row can appear under several c)."""
+    complete after byte c and more bytes followed (a row can appear under several c); also
+    as trie position ranges (c, lo, hi), sorted."""
     trie = vocab.trie
-    packed, triples = _trie.walk_trie(
+    packed, ranges = _trie.walk_trie(
         trie, dfa.trans, dfa.accepting, dfa.loop_bits, state, vocab.packed_len
     )
-    if not len(triples):
-        return packed, ()
-    triples = triples[np.argsort(triples[:, 0], kind="stable")]
-    cols, lo, hi = triples[:, 0], triples[:, 1], triples[:, 2]
+    if not len(ranges):
+        return packed, (), ranges
+    ranges = ranges[np.lexsort((ranges[:, 1], ranges[:, 0]))]
+    cols, lo, hi = ranges[:, 0], ranges[:, 1], ranges[:, 2]
     sizes = hi - lo
     starts = np.cumsum(sizes) - sizes
     positions = np.arange(int(sizes.sum()), dtype=np.int64) + np.repeat(lo - starts, sizes)
     rows = trie.order[positions]
     bounds = np.flatnonzero(np.diff(cols)) + 1
-    splits = np.split(rows, starts[bounds])
     events = tuple(
         (int(c), part, next(_row_keys))
-        for c, part in zip(cols[np.r_[0, bounds]].tolist(), splits, strict=True)
+        for c, part in zip(
+            cols[np.r_[0, bounds]].tolist(), np.split(rows, starts[bounds]), strict=True
+        )
     )
-    return packed, events
+    return packed, events, ranges
 
 
 def walk(
