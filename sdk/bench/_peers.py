@@ -81,6 +81,10 @@ class OursAdapter:
         self.index = TokenizerIndex.from_hf(tokenizer)
         eos = getattr(tokenizer, "eos_token_id", None)
         self.eos_ids = [eos] if isinstance(eos, int) else []
+        # The same contract as the peers' adapters: the mask is written into one reused int32
+        # bitmask (XGrammar's layout), not expanded to a bool per token.
+        size = max(self.index.vocab_size, len(self.index.token_bytes))
+        self._buf = np.zeros((size + 31) // 32, dtype=np.int32)
 
     def compile(self, schema: Any) -> Any:
         try:
@@ -95,10 +99,11 @@ class OursAdapter:
         return self._matcher_cls(state, self.index)
 
     def mask(self, m: Any) -> Any:
-        return m.mask()
+        m.fill_bitmask(self._buf)
+        return self._buf
 
     def allowed(self, m: Any, mask: Any, token_id: int) -> bool:
-        return 0 <= token_id < len(mask) and bool(mask[token_id])
+        return _bit_set(mask, token_id)
 
     def advance(self, m: Any, token_id: int) -> bool:
         try:
