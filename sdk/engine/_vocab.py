@@ -109,67 +109,8 @@ WALK_CACHE_BYTES = 160 << 20
 
 
 def classify(vocab: Vocab, dfa: au.Dfa, state: int) -> Walk:
-    """The stack-independent split of the whole vocabulary at one lexer state (cached).
-
-    Big DFAs are also cached by `horizon_classes`: states that no token can tell apart (a
-    length counter's states far from its bounds) share one walk.
-    """
-    if dfa.n_states < HORIZON_MIN_STATES:
-        return cached_walk(vocab, dfa, state, 0, None, 0)
-    cache = _per_vocab(_walk_cache, vocab, WALK_CACHE_BYTES)
-    key = (dfa.serial, state, 0, 0)
-    got = cache.get(key)
-    if got is not None:
-        return got
-    hkey = ("horizon", dfa.serial, int(horizon_classes(dfa, vocab.matrix.shape[1])[state]))
-    got = cache.get(hkey)
-    if got is None:
-        got = cached_walk(vocab, dfa, state, 0, None, 0)
-        cache.put(hkey, got, 64)
-    else:
-        cache.put(key, got, 64)
-    return got
-
-
-#: Sharing walks between look-alike states pays where one DFA has many of them: length
-#: counters (a string of at most N characters has ~N × 18 states).
-HORIZON_MIN_STATES = 512
-
-
-_horizon_cache: weakref.WeakKeyDictionary[au.Dfa, tuple[int, np.ndarray]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def horizon_classes(dfa: au.Dfa, depth: int) -> np.ndarray:
-    """Class of every state such that states of one class accept the same strings of at
-    most `depth` bytes and go through accepting states at the same positions: Moore
-    refinement stopped after `depth` rounds. A whole-vocabulary walk (tokens are at most
-    `depth` bytes) is therefore the same from every state of a class."""
-    got = _horizon_cache.get(dfa)
-    if got is not None and got[0] == depth:
-        return got[1]
-    reps, _ = au.byte_classes(dfa.trans)
-    t = dfa.trans[:, reps].astype(np.int64)
-    n = t.shape[0]
-    cls = dfa.accepting.astype(np.int64)
-    cls[0] = 2  # the dead state is alone
-    count = len(np.unique(cls))
-    sig = np.empty((n, t.shape[1] + 1), dtype=np.int32)
-    width = sig.shape[1] * 4
-    for _ in range(depth):
-        sig[:, 0] = cls
-        sig[:, 1:] = cls[t]
-        rows = np.ascontiguousarray(sig).view(np.dtype((np.void, width))).reshape(-1)
-        _, key = np.unique(rows, return_inverse=True)
-        key = key.reshape(-1).astype(np.int64)
-        new_count = int(key.max()) + 1
-        cls = key
-        if new_count == count:
-            break
-        count = new_count
-    _horizon_cache[dfa] = (depth, cls)
-    return cls
+    """The stack-independent split of the whole vocabulary at one lexer state (cached)."""
+    return cached_walk(vocab, dfa, state, 0, None, 0)
 
 
 def cached_walk(
