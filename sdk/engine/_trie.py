@@ -274,3 +274,17 @@ def walk_rows(
     return _walk_rows(
         matrix, lengths, np.ascontiguousarray(rows, dtype=np.int64), col, trans, acc, state
     )
+
+
+@njit(cache=True, nogil=True)
+def _pack(ids: np.ndarray, rows: np.ndarray, packed_len: int) -> np.ndarray:  # pragma: no cover
+    bits = np.zeros(packed_len, np.uint8)
+    for i in range(rows.shape[0]):
+        t = ids[rows[i]]
+        bits[t >> 3] |= np.uint8(1 << (t & 7))
+    return bits
+
+
+def pack_rows(ids: np.ndarray, rows: np.ndarray, packed_len: int) -> np.ndarray:
+    """The packed bitmask (by token id) of matrix rows `rows`, whose ids are `ids[rows]`."""
+    return _pack(ids, np.ascontiguousarray(rows, dtype=np.int64), packed_len)

@@ -208,9 +208,7 @@ def range_entries(vocab: Vocab, c: int, lo: int, hi: int) -> RangeEntries:
 
 
 def pack_rows(vocab: Vocab, rows: np.ndarray) -> np.ndarray:
-    bits = np.zeros(vocab.packed_len * 8, dtype=bool)
-    bits[vocab.ids[rows]] = True
-    return np.packbits(bits, bitorder="little")
+    return _trie.pack_rows(vocab.ids, rows, vocab.packed_len)
 
 
 def walk_vocabulary(vocab: Vocab, dfa: au.Dfa, state: int) -> tuple[np.ndarray, Events, np.ndarray]:
