@@ -242,15 +242,11 @@ class Runtime:
             return _NO_ROWS
         step = self.step
         memo = self._step
-        alive = set()
-        for b in plan.firsts:
-            nxt = memo.get((after, b))
-            if (step(after, b) if nxt is None else nxt):
-                alive.add(b)
-        out: list[int] = []
+        alive = {b for b in plan.firsts if step(after, b)}
         if not alive:
             return _NO_ROWS
         vocab = self.vocab
+        out: list[int] = []
         for (c, lo, hi), first in zip(plan.ranges, plan.first, strict=True):
             if first not in alive:
                 continue

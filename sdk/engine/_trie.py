@@ -80,8 +80,19 @@ class Trie:
     def nbytes(self) -> int:
         return sum(
             a.nbytes
-            for a in (self.order, self.tid, self.lcp, self.byte, self.depth, self.skip, self.sub_lo,
-                      self.sub_hi, self.end_lo, self.end_hi, self.below)
+            for a in (
+                self.order,
+                self.tid,
+                self.lcp,
+                self.byte,
+                self.depth,
+                self.skip,
+                self.sub_lo,
+                self.sub_hi,
+                self.end_lo,
+                self.end_hi,
+                self.below,
+            )
         )
 
 
@@ -144,10 +155,21 @@ def loop_bits(trans: np.ndarray) -> np.ndarray:
 
 @njit(cache=True, nogil=True)
 def _walk_trie(
-    byte: np.ndarray, depth: np.ndarray, skip: np.ndarray, sub_lo: np.ndarray,
-    sub_hi: np.ndarray, end_lo: np.ndarray, end_hi: np.ndarray, tid: np.ndarray,
-    below: np.ndarray, max_depth: int, trans: np.ndarray, acc: np.ndarray, loops: np.ndarray,
-    start: int, bits: np.ndarray,
+    byte: np.ndarray,
+    depth: np.ndarray,
+    skip: np.ndarray,
+    sub_lo: np.ndarray,
+    sub_hi: np.ndarray,
+    end_lo: np.ndarray,
+    end_hi: np.ndarray,
+    tid: np.ndarray,
+    below: np.ndarray,
+    max_depth: int,
+    trans: np.ndarray,
+    acc: np.ndarray,
+    loops: np.ndarray,
+    start: int,
+    bits: np.ndarray,
 ) -> np.ndarray:  # pragma: no cover - compiled
     state = np.empty(max_depth + 1, np.int32)
     state[0] = start
@@ -204,7 +226,11 @@ def _walk_trie(
 
 
 def walk_trie(
-    trie: Trie, trans: np.ndarray, acc: np.ndarray, loops: np.ndarray, state: int,
+    trie: Trie,
+    trans: np.ndarray,
+    acc: np.ndarray,
+    loops: np.ndarray,
+    state: int,
     packed_len: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every token from lexer state `state`: the packed bitmask (by token id) of those that stay
@@ -212,16 +238,34 @@ def walk_trie(
     (depth c, lo, hi): tokens at positions lo:hi died after the lexeme was complete at byte c."""
     bits = np.zeros(packed_len, dtype=np.uint8)
     events = _walk_trie(
-        trie.byte, trie.depth, trie.skip, trie.sub_lo, trie.sub_hi, trie.end_lo, trie.end_hi,
-        trie.tid, trie.below, trie.max_depth, trans, acc, loops, state, bits,
+        trie.byte,
+        trie.depth,
+        trie.skip,
+        trie.sub_lo,
+        trie.sub_hi,
+        trie.end_lo,
+        trie.end_hi,
+        trie.tid,
+        trie.below,
+        trie.max_depth,
+        trans,
+        acc,
+        loops,
+        state,
+        bits,
     )
     return bits, events
 
 
 @njit(cache=True, nogil=True)
 def _walk_rows(
-    matrix: np.ndarray, lengths: np.ndarray, rows: np.ndarray, col: int, trans: np.ndarray,
-    acc: np.ndarray, start: int,
+    matrix: np.ndarray,
+    lengths: np.ndarray,
+    rows: np.ndarray,
+    col: int,
+    trans: np.ndarray,
+    acc: np.ndarray,
+    start: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     n = rows.shape[0]
     kept = np.empty(n, np.int64)
@@ -265,8 +309,13 @@ def _walk_rows(
 
 
 def walk_rows(
-    matrix: np.ndarray, lengths: np.ndarray, rows: np.ndarray, col: int, trans: np.ndarray,
-    acc: np.ndarray, state: int,
+    matrix: np.ndarray,
+    lengths: np.ndarray,
+    rows: np.ndarray,
+    col: int,
+    trans: np.ndarray,
+    acc: np.ndarray,
+    state: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Matrix rows `rows` from lexer state `state` at byte `col`: those that stay inside the
     lexeme to their last byte, and (column, row) pairs where a row that died later had a

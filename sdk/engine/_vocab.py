@@ -4,7 +4,8 @@
 lexer state it splits the whole vocabulary into tokens that stay inside the lexeme (allowed
 whatever the stack), tokens that die (never allowed) and the few that finish the lexeme in
 their middle (checked against the stack at run time). A compiled walk of the vocabulary's trie
-does it (`_trie`); the result is cached per (DFA, state); DFAs of equal regexes are shared across grammars.
+does it (`_trie`); the result is cached per (DFA, state), and DFAs of equal regexes are one
+object across grammars.
 """
 
 from __future__ import annotations
@@ -135,11 +136,14 @@ def cached_walk(
             accepted, events = walk(vocab, dfa, state, rows, col)
             got = Walk(accepted.astype(np.int32), events, None)
         size = 200 + got.accepted.nbytes + sum(r.nbytes + 64 for _, r, _ in events)
-        cache.put(key, got, size + (got.packed.nbytes if got.packed is not None else 0))
+        for extra in (got.packed, got.ranges):
+            size += extra.nbytes if extra is not None else 0
+        cache.put(key, got, size)
     return got
 
 
 _NO_ROWS = np.zeros(0, dtype=np.int32)
+
 
 @dataclass(frozen=True, eq=False)
 class SuffixPlan:
