@@ -337,3 +337,27 @@ def _pack(ids: np.ndarray, rows: np.ndarray, packed_len: int) -> np.ndarray:  # 
 def pack_rows(ids: np.ndarray, rows: np.ndarray, packed_len: int) -> np.ndarray:
     """The packed bitmask (by token id) of matrix rows `rows`, whose ids are `ids[rows]`."""
     return _pack(ids, np.ascontiguousarray(rows, dtype=np.int64), packed_len)
+
+
+@njit(cache=True, nogil=True)
+def canonical_order(trans: np.ndarray, start: int, limit: int) -> np.ndarray:  # pragma: no cover
+    """The states reachable from `start`, numbered breadth first with successors taken in byte
+    order (isomorphic sub-automata get the same numbering); empty if more than `limit`."""
+    number = np.full(trans.shape[0], -1, np.int64)
+    order = np.empty(limit, np.int64)
+    order[0] = start
+    number[start] = 0
+    n = 1
+    i = 0
+    while i < n:
+        row = trans[order[i]]
+        for b in range(256):
+            v = row[b]
+            if v != 0 and number[v] < 0:
+                if n >= limit:
+                    return order[:0]
+                number[v] = n
+                order[n] = v
+                n += 1
+        i += 1
+    return order[:n]
