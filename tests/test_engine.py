@@ -333,7 +333,8 @@ def test_compiled_walks_agree_with_a_plain_python_walk(pattern: str) -> None:
                     ends.append(k + 1)
             else:
                 kept.add(row)
-        packed, trie_events = _vocab.walk_vocabulary(vocab, dfa, state)
+        packed, ranges = _vocab.walk_vocabulary(vocab, dfa, state)
+        trie_events = _vocab.range_events(vocab, ranges)
         rows, row_events = _vocab.walk(vocab, dfa, state, every, 0)
         assert (packed == _vocab.pack_rows(vocab, np.asarray(sorted(kept), dtype=np.int64))).all()
         assert set(rows.tolist()) == kept, state

@@ -35,8 +35,6 @@ MAX_STACK_DEPTH = 1000
 MAX_CONFIGS = 5000
 MAX_CACHE = 100_000
 MASK_CACHE_BYTES = 64 << 20  # per (grammar, vocabulary) and per kind
-#: Boundary events with at most this many tokens are checked token by token (see event_rows).
-SMALL_EVENT_ROWS = 256
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
@@ -216,13 +214,11 @@ class Runtime:
         classes = _vocab.classify(self.vocab, self.grammar.terminals[term], self.lex_local[lex])
         assert classes.packed is not None
         mask = classes.packed
-        if classes.events:
-            rows = [
-                self.rows_after(stack, lex, ev)
-                for ev in classes.events
-                if len(ev[1]) > SMALL_EVENT_ROWS
-            ]
-            plan = _vocab.suffix_plan(self.vocab, classes, SMALL_EVENT_ROWS)
+        if classes.ranges is not None and len(classes.ranges):
+            # big events (tokens after a whitespace run) are walked per follow-up terminal,
+            # small ones checked token by token (see event_rows)
+            rows = [self.rows_after(stack, lex, ev) for ev in classes.events]
+            plan = _vocab.suffix_plan(self.vocab, classes)
             if plan.ranges:
                 rows.append(self.event_rows(stack, lex, plan))
             if rows:

@@ -90,9 +90,9 @@ class Walk:
     and the rest must be checked against whatever the parser allows next."""
 
     accepted: np.ndarray
-    events: Events
+    events: Events  # whole-vocabulary walks: only the big ones (see SMALL_EVENT_ROWS)
     packed: np.ndarray | None
-    #: whole-vocabulary walks: the events as trie position ranges, rows (c, lo, hi) sorted
+    #: whole-vocabulary walks: every event as trie position ranges, rows (c, lo, hi) sorted
     ranges: np.ndarray | None = None
 
 
@@ -129,12 +129,12 @@ def cached_walk(
             # terminals: look only at the rows whose next byte this state takes
             rows = _rows_starting_with(vocab, rows, col, rows_key, dfa.trans[state] != 0)
         if rows is None:  # whole-vocabulary walks are only ever used as a bitmask
-            packed, events, ranges = walk_vocabulary(vocab, dfa, state)
-            got = Walk(_NO_ROWS, events, packed, ranges)
+            packed, ranges = walk_vocabulary(vocab, dfa, state)
+            got = Walk(_NO_ROWS, range_events(vocab, ranges, SMALL_EVENT_ROWS), packed, ranges)
         else:
             accepted, events = walk(vocab, dfa, state, rows, col)
             got = Walk(accepted.astype(np.int32), events, None)
-        size = 200 + got.accepted.nbytes + sum(r.nbytes + 64 for _, r, _ in events)
+        size = 200 + got.accepted.nbytes + sum(r.nbytes + 64 for _, r, _ in got.events)
         for extra in (got.packed, got.ranges):
             size += extra.nbytes if extra is not None else 0
         cache.put(key, got, size)
@@ -189,8 +189,11 @@ _plans: weakref.WeakKeyDictionary[Walk, SuffixPlan] = weakref.WeakKeyDictionary(
 _NO_PLAN = SuffixPlan([], [], frozenset())
 
 
-def suffix_plan(vocab: Vocab, walk: Walk, max_rows: int) -> SuffixPlan:
-    """The plan of the events of `walk` with at most `max_rows` rows (cached per walk)."""
+def suffix_plan(vocab: Vocab, walk: Walk, max_rows: int | None = None) -> SuffixPlan:
+    """The plan of the events of `walk` with at most `max_rows` (default SMALL_EVENT_ROWS)
+    rows, cached per walk."""
+    if max_rows is None:
+        max_rows = SMALL_EVENT_ROWS
     got = _plans.get(walk)
     if got is None:
         ranges = walk.ranges
@@ -242,31 +245,48 @@ def pack_rows(vocab: Vocab, rows: np.ndarray) -> np.ndarray:
     return _trie.pack_rows(vocab.ids, rows, vocab.packed_len)
 
 
-def walk_vocabulary(vocab: Vocab, dfa: au.Dfa, state: int) -> tuple[np.ndarray, Events, np.ndarray]:
+#: A whole walk's boundary events of at most this many tokens (per column) are checked token
+#: by token against the parser; bigger ones are walked per follow-up terminal.
+SMALL_EVENT_ROWS = 256
+
+
+def walk_vocabulary(vocab: Vocab, dfa: au.Dfa, state: int) -> tuple[np.ndarray, np.ndarray]:
     """Every token from `state`: the packed bitmask of those still inside the lexeme at their
-    last byte, and the boundary events of those that die: (c, rows, key) where the lexeme was
-    complete after byte c and more bytes followed (a row can appear under several c); also
-    as trie position ranges (c, lo, hi), sorted."""
-    trie = vocab.trie
+    last byte, and the boundary events of those that die as trie position ranges (c, lo, hi),
+    sorted: the tokens at positions lo:hi died after the lexeme was complete after byte c."""
     packed, ranges = _trie.walk_trie(
-        trie, dfa.trans, dfa.accepting, dfa.loop_bits, state, vocab.packed_len
+        vocab.trie, dfa.trans, dfa.accepting, dfa.loop_bits, state, vocab.packed_len
     )
+    if len(ranges) > 1:
+        ranges = ranges[np.lexsort((ranges[:, 1], ranges[:, 0]))]
+    return packed, ranges
+
+
+def range_events(vocab: Vocab, ranges: np.ndarray, min_rows: int = 0) -> Events:
+    """Sorted trie ranges as events (c, matrix rows, key), one per column c with more than
+    `min_rows` rows (a row can appear under several c)."""
     if not len(ranges):
-        return packed, (), ranges
-    ranges = ranges[np.lexsort((ranges[:, 1], ranges[:, 0]))]
-    cols, lo, hi = ranges[:, 0], ranges[:, 1], ranges[:, 2]
-    sizes = hi - lo
+        return ()
+    cols = ranges[:, 0]
+    sizes = ranges[:, 2] - ranges[:, 1]
+    if min_rows:
+        per_col = np.bincount(cols, weights=sizes)
+        ranges = ranges[per_col[cols] > min_rows]
+        if not len(ranges):
+            return ()
+        cols = ranges[:, 0]
+        sizes = ranges[:, 2] - ranges[:, 1]
+    lo = ranges[:, 1]
     starts = np.cumsum(sizes) - sizes
     positions = np.arange(int(sizes.sum()), dtype=np.int64) + np.repeat(lo - starts, sizes)
-    rows = trie.order[positions]
+    rows = vocab.trie.order[positions]
     bounds = np.flatnonzero(np.diff(cols)) + 1
-    events = tuple(
+    return tuple(
         (int(c), part, next(_row_keys))
         for c, part in zip(
             cols[np.r_[0, bounds]].tolist(), np.split(rows, starts[bounds]), strict=True
         )
     )
-    return packed, events, ranges
 
 
 def walk(
