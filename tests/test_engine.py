@@ -318,21 +318,8 @@ def test_compiled_walks_agree_with_a_plain_python_walk(pattern: str) -> None:
     dfa = compile_regex(pattern)
     every = np.arange(len(vocab.ids), dtype=np.int64)
     tb = [INDEX.token_bytes[t] for t in vocab.ids.tolist()]
-    trans, acc = dfa.trans.tolist(), dfa.accepting.tolist()
     for state in range(1, dfa.n_states):
-        kept: set[int] = set()
-        events: set[tuple[int, int]] = set()
-        for row, data in enumerate(tb):
-            q, ends = state, []
-            for k, b in enumerate(data):
-                q = trans[q][b]
-                if not q:
-                    events.update((c, row) for c in ends)
-                    break
-                if k < len(data) - 1 and acc[q]:
-                    ends.append(k + 1)
-            else:
-                kept.add(row)
+        kept, events = _plain_walk(tb, dfa, state)
         packed, ranges = _vocab.walk_vocabulary(vocab, dfa, state)
         trie_events = _vocab.range_events(vocab, ranges)
         rows, row_events = _vocab.walk(vocab, dfa, state, every, 0)
@@ -340,6 +327,56 @@ def test_compiled_walks_agree_with_a_plain_python_walk(pattern: str) -> None:
         assert set(rows.tolist()) == kept, state
         as_set = lambda evs: {(c, r) for c, rows, _ in evs for r in rows.tolist()}  # noqa: E731
         assert as_set(trie_events) == as_set(row_events) == events, state
+
+
+def _plain_walk(tokens: list[bytes], dfa: Any, state: int) -> tuple[set[int], set[tuple[int, int]]]:
+    """Reference: each token byte by byte from `state`; kept rows and (column, row) events."""
+    trans, acc = dfa.trans.tolist(), dfa.accepting.tolist()
+    kept: set[int] = set()
+    events: set[tuple[int, int]] = set()
+    for row, data in enumerate(tokens):
+        q, ends = state, []
+        for k, b in enumerate(data):
+            q = trans[q][b]
+            if not q:
+                events.update((c, row) for c in ends)
+                break
+            if k < len(data) - 1 and acc[q]:
+                ends.append(k + 1)
+        else:
+            kept.add(row)
+    return kept, events
+
+
+@given(
+    words=st.lists(
+        st.binary(min_size=1, max_size=6).map(
+            # NUL, \x01, a quote, é (two bytes: may split) and a byte no UTF-8 text has
+            lambda b: b"".join([b"\x00", b"\x01", b'"', "é".encode(), b"\xff"][x % 5] for x in b)
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    pattern=st.sampled_from(
+        ['"[^"]*"', "(?:\x00|\x01)+", '\x01*"?', '[\x00\x01]{1,3}"', '"(?!\x00")[^"]*"']
+    ),
+)
+@settings(max_examples=80, deadline=None)
+def test_trie_walk_on_random_vocabularies(words: list[bytes], pattern: str) -> None:
+    """Duplicates, NUL bytes, tokens that are prefixes of others, multi-byte characters: the
+    trie (built by sorting padded rows) walks exactly like the byte-by-byte reference."""
+    from sdk.engine import _vocab
+
+    index = TinyIndex(tuple(words), frozenset())
+    vocab = _vocab.vocab_of(index)
+    tokens = [words[t] for t in vocab.ids.tolist()]
+    dfa = compile_regex(pattern)
+    for state in range(1, dfa.n_states):
+        kept, events = _plain_walk(tokens, dfa, state)
+        packed, ranges = _vocab.walk_vocabulary(vocab, dfa, state)
+        got = _vocab.range_events(vocab, ranges)
+        assert (packed == _vocab.pack_rows(vocab, np.asarray(sorted(kept), dtype=np.int64))).all()
+        assert {(c, r) for c, rows, _ in got for r in rows.tolist()} == events
 
 
 _UNION_PARTS = (r"[a-c]{0,400}", r"(?:ab|c){3,300}x?")

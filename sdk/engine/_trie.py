@@ -123,9 +123,8 @@ def build_trie(matrix: np.ndarray, lengths: np.ndarray, ids: np.ndarray) -> Trie
     depth = (node_col + 1).astype(np.int32)
     skip, below = _links(depth, byte)
     n_nodes = len(byte)
-    # the node each position ends at (a duplicate adds no node: it ends where its twin does)
-    last = np.where(counts > 0, np.arange(n), 0)
-    ends = (starts + counts - 1)[np.maximum.accumulate(last)] if n else last
+    # the node each position ends at
+    ends = starts + counts - 1  # a duplicate adds no node: this is where its twin ends
     nodes = np.arange(n_nodes)
     i32 = np.int32
     return Trie(
