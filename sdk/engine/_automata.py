@@ -50,12 +50,12 @@ class Dfa:
         return array("i", self.trans.astype(np.int32, copy=False).tobytes())
 
     @cached_property
-    def loop_bits(self) -> np.ndarray:
-        """Per state, the bytes that lead back to it (uint64 [n_states, 4]): trie walks take a
-        subtree whole where every byte below it loops."""
-        from ._trie import loop_bits
+    def chains(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per state, how many bytes of which set surely keep it alive (`_trie.chains`): trie
+        walks take a subtree whole where it fits."""
+        from ._trie import chains
 
-        return loop_bits(self.trans)
+        return chains(self.trans)
 
     @cached_property
     def accepting_list(self) -> list[bool]:

@@ -4,9 +4,10 @@ Numba, because the walk is the one loop of the engine that touches every token: 
 costs a pass per byte column over all still-live rows (150-400 µs for a narrow state, ms for a
 wide one, ten times that on a 262k vocabulary), in plain Python far more. Compiled, a token
 trie is walked depth first and a dead node skips its whole subtree, so a narrow state costs a few
-hundred node visits. Wide states (a string body) are cut short by a per-node summary: the set of
-bytes below a node; where all of them loop on the node's state, every token below stays inside
-the lexeme and the subtree is taken whole. The kernels are cached on disk (`cache=True`): only
+hundred node visits. Wide states (a string body, a length counter) are cut short by per-node
+summaries, the set of bytes below a node and its depth: where the node's state surely stays
+alive over that many of those bytes (`chains`), every token below stays inside the lexeme and
+the subtree is taken whole. The kernels are cached on disk (`cache=True`): only
 the first process on a machine pays their compilation (a few seconds).
 """
 
@@ -21,9 +22,9 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def _links(depth: np.ndarray, byte: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per node (depth-first preorder): the index just past its subtree, and the set of bytes
-    strictly below it (256 bits as 4 words)."""
+def _links(depth: np.ndarray, byte: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per node (depth-first preorder): the index just past its subtree, the set of bytes
+    strictly below it (256 bits as 4 words) and how many bytes deep the subtree goes."""
     n = depth.shape[0]
     skip = np.full(n, n, np.int32)
     parent = np.full(n, -1, np.int64)
@@ -44,6 +45,7 @@ def _links(depth: np.ndarray, byte: np.ndarray) -> tuple[np.ndarray, np.ndarray]
         open_[top] = j
         top += 1
     below = np.zeros((n, 4), np.uint64)
+    height = np.zeros(n, np.int32)
     for j in range(n - 1, -1, -1):
         p = parent[j]
         if p >= 0:
@@ -51,7 +53,8 @@ def _links(depth: np.ndarray, byte: np.ndarray) -> tuple[np.ndarray, np.ndarray]
             for w in range(4):
                 below[p, w] |= below[j, w]
             below[p, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
-    return skip, below
+            height[p] = max(height[p], height[j] + 1)
+    return skip, below, height
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,6 +77,7 @@ class Trie:
     end_lo: np.ndarray  # int32 [nodes]
     end_hi: np.ndarray  # int32 [nodes]
     below: np.ndarray  # uint64 [nodes, 4]: bytes strictly below the node
+    height: np.ndarray  # int32 [nodes]: bytes below the node on its longest path
     max_depth: int
 
     @property
@@ -92,6 +96,7 @@ class Trie:
                 self.end_lo,
                 self.end_hi,
                 self.below,
+                self.height,
             )
         )
 
@@ -121,7 +126,7 @@ def build_trie(matrix: np.ndarray, lengths: np.ndarray, ids: np.ndarray) -> Trie
     )
     byte = (keys[node_row, node_col].astype(np.int64) - 1).astype(np.int32)
     depth = (node_col + 1).astype(np.int32)
-    skip, below = _links(depth, byte)
+    skip, below, height = _links(depth, byte)
     n_nodes = len(byte)
     # the node each position ends at
     ends = starts + counts - 1  # a duplicate adds no node: this is where its twin ends
@@ -139,14 +144,73 @@ def build_trie(matrix: np.ndarray, lengths: np.ndarray, ids: np.ndarray) -> Trie
         end_lo=np.searchsorted(ends, nodes, "left").astype(i32),
         end_hi=np.searchsorted(ends, nodes, "right").astype(i32),
         below=below,
+        height=height,
         max_depth=int(width),
     )
 
 
-def loop_bits(trans: np.ndarray) -> np.ndarray:
-    """Per state, the bytes that lead back to it (256 bits as 4 words)."""
-    loops = trans == np.arange(trans.shape[0], dtype=trans.dtype)[:, None]
-    return np.ascontiguousarray(np.packbits(loops, axis=1, bitorder="little")).view(np.uint64)
+#: Rounds of the chain computation: chains are known up to this many bytes (longer subtrees
+#: are walked node by node, which is always exact).
+CHAIN_BYTES = 64
+
+
+@njit(cache=True, nogil=True)
+def _chains(trans: np.ndarray, rounds: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
+    n = trans.shape[0]
+    main = np.zeros(n, np.int64)  # the live target most bytes lead to (0: none)
+    plain = np.zeros((n, 4), np.uint64)  # the bytes that lead there
+    count = np.zeros(n, np.int64)
+    for q in range(1, n):
+        row = trans[q]
+        best = 0
+        best_count = 0
+        for b in range(256):
+            t = row[b]
+            if t != 0:
+                count[t] += 1
+                if count[t] > best_count:
+                    best_count = count[t]
+                    best = t
+        for b in range(256):
+            count[row[b]] = 0
+        main[q] = best
+        if best != 0:
+            for b in range(256):
+                if row[b] == best:
+                    plain[q, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+    reach = np.zeros(n, np.int32)
+    bytes_ = plain.copy()
+    for _ in range(rounds):
+        changed = False
+        new_reach = np.zeros(n, np.int32)
+        new_bytes = plain.copy()
+        for q in range(1, n):
+            m = main[q]
+            if m == 0:
+                continue
+            new_reach[q] = 1 + reach[m]
+            if reach[m] > 0:
+                for w in range(4):
+                    new_bytes[q, w] = plain[q, w] & bytes_[m, w]
+            if new_reach[q] != reach[q]:
+                changed = True
+            for w in range(4):
+                if new_bytes[q, w] != bytes_[q, w]:
+                    changed = True
+        reach = new_reach
+        bytes_ = new_bytes
+        if not changed:
+            break
+    return reach, bytes_
+
+
+def chains(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per state q, a byte set P(q) and a depth h(q) such that every string of at most h(q)
+    bytes, all in P(q), keeps the lexer alive from q: the chain of states most bytes lead to
+    (a string body loops on itself, h unbounded; a length counter steps to its next count,
+    h = the counts left). A trie node in state q whose subtree is at most h(q) deep and uses
+    only P(q) bytes is taken whole. h is capped at CHAIN_BYTES (a lower bound: safe)."""
+    return _chains(trans, CHAIN_BYTES)
 
 
 # ---------------------------------------------------------------- walks
@@ -163,10 +227,12 @@ def _walk_trie(
     end_hi: np.ndarray,
     tid: np.ndarray,
     below: np.ndarray,
+    height: np.ndarray,
     max_depth: int,
     trans: np.ndarray,
     acc: np.ndarray,
-    loops: np.ndarray,
+    reach: np.ndarray,
+    safe: np.ndarray,
     start: int,
     bits: np.ndarray,
 ) -> np.ndarray:  # pragma: no cover - compiled
@@ -200,13 +266,14 @@ def _walk_trie(
             i = skip[i]
             continue
         state[d] = q
-        if (
-            (below[i, 0] & ~loops[q, 0])
-            | (below[i, 1] & ~loops[q, 1])
-            | (below[i, 2] & ~loops[q, 2])
-            | (below[i, 3] & ~loops[q, 3])
+        if height[i] <= reach[q] and (
+            (below[i, 0] & ~safe[q, 0])
+            | (below[i, 1] & ~safe[q, 1])
+            | (below[i, 2] & ~safe[q, 2])
+            | (below[i, 3] & ~safe[q, 3])
         ) == 0:
-            # all bytes below loop on q: every token below stays inside the lexeme
+            # the subtree is shallow enough and uses only bytes of q's chain: every token
+            # below stays inside the lexeme
             lo = sub_lo[i]
             hi = sub_hi[i]
             i = skip[i]
@@ -228,7 +295,7 @@ def walk_trie(
     trie: Trie,
     trans: np.ndarray,
     acc: np.ndarray,
-    loops: np.ndarray,
+    chain: tuple[np.ndarray, np.ndarray],
     state: int,
     packed_len: int,
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -246,10 +313,12 @@ def walk_trie(
         trie.end_hi,
         trie.tid,
         trie.below,
+        trie.height,
         trie.max_depth,
         trans,
         acc,
-        loops,
+        chain[0],
+        chain[1],
         state,
         bits,
     )

@@ -255,7 +255,7 @@ def walk_vocabulary(vocab: Vocab, dfa: au.Dfa, state: int) -> tuple[np.ndarray, 
     last byte, and the boundary events of those that die as trie position ranges (c, lo, hi),
     sorted: the tokens at positions lo:hi died after the lexeme was complete after byte c."""
     packed, ranges = _trie.walk_trie(
-        vocab.trie, dfa.trans, dfa.accepting, dfa.loop_bits, state, vocab.packed_len
+        vocab.trie, dfa.trans, dfa.accepting, dfa.chains, state, vocab.packed_len
     )
     if len(ranges) > 1:
         ranges = ranges[np.lexsort((ranges[:, 1], ranges[:, 0]))]
