@@ -7,6 +7,7 @@ must be either enforced or reported; malformed values raise `SchemaError` with a
 from __future__ import annotations
 
 import re
+import warnings
 from typing import Any
 
 from sdk.errors import SchemaError
@@ -104,7 +105,11 @@ def as_count(value: Any) -> int:
 def compile_pattern(pattern: str, pointer: str) -> re.Pattern[str]:
     """Check an ECMA-262 pattern with Python's `re` (close enough to catch malformed ones)."""
     try:
-        return re.compile(pattern)
+        with warnings.catch_warnings():
+            # "Possible nested set": `[[` means a literal `[` in ECMA-262, as in Python today;
+            # the schema's author cannot act on a warning about a future Python.
+            warnings.simplefilter("ignore", FutureWarning)
+            return re.compile(pattern)
     except (re.error, OverflowError, RecursionError) as exc:
         raise SchemaError(f"invalid regular expression {pattern!r}: {exc}", pointer) from None
 
