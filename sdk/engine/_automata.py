@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import threading
-from array import array
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -45,21 +44,12 @@ class Dfa:
         return int(self.trans.shape[0])
 
     @cached_property
-    def table(self) -> array[int]:
-        """`trans` flattened (`table[state * 256 + byte]`): fast scalar lookups, cheap to build."""
-        return array("i", self.trans.astype(np.int32, copy=False).tobytes())
-
-    @cached_property
     def chains(self) -> tuple[np.ndarray, np.ndarray]:
         """Per state, how many bytes of which set surely keep it alive (`_trie.chains`): trie
         walks take a subtree whole where it fits."""
         from ._trie import chains
 
         return chains(self.trans)
-
-    @cached_property
-    def accepting_list(self) -> list[bool]:
-        return self.accepting.tolist()
 
     @property
     def is_empty(self) -> bool:
