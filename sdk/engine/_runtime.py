@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from array import array
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -65,6 +65,8 @@ class Runtime:
         self.lex_term: list[int] = lex_term.tolist()
         self.lex_local: list[int] = lex_local.tolist()
         self.trans = array("i", trans.tobytes())
+        # the same table as a 2-D view (no copy), for row lookups of several states at once
+        self.trans_rows = np.frombuffer(self.trans, dtype=np.int32).reshape(total, 256)
         self.acc = acc.tolist()
         self._expand: dict[Stack, tuple[dict[int, tuple[Stack, ...]], bool]] = {}
         self._completions: dict[tuple[Stack, int], tuple[Config, ...]] = {}
@@ -238,7 +240,12 @@ class Runtime:
             return _NO_ROWS
         step = self.step
         memo = self._step
-        alive = {b for b in plan.firsts if step(after, b)}
+        lexes = [lex2 for _, lex2 in after]
+        if any(self.acc[lex2] for lex2 in lexes):  # a lexer that may end before any byte
+            alive = {b for b in plan.firsts if step(after, b)}
+        else:  # every lexer has read nothing: a byte can follow iff one of them takes it
+            can = cast("list[bool]", self.trans_rows[lexes].any(axis=0).tolist())
+            alive = {b for b in plan.firsts if can[b]}
         if not alive:
             return _NO_ROWS
         vocab = self.vocab
