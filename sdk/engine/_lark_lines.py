@@ -191,20 +191,13 @@ class _Reader:
 
     def _atom(self) -> Any:
         c = self._peek()
-        if c == "(":
+        if c in ("(", "["):  # a group, or an optional group
             self.i += 1
             inner = self._expansions()
-            if self._peek() != ")":
+            if self._peek() != (")" if c == "(" else "]"):
                 raise _Unsupported
             self.i += 1
-            return inner
-        if c == "[":
-            self.i += 1
-            inner = self._expansions()
-            if self._peek() != "]":
-                raise _Unsupported
-            self.i += 1
-            return Tree("maybe", [inner])
+            return inner if c == "(" else Tree("maybe", [inner])
         if c == '"':
             text = self._quoted('"', _STRING_FLAGS)
             self._ws()

@@ -266,12 +266,16 @@ def _walk_trie(
             i = skip[i]
             continue
         state[d] = q
-        if height[i] <= reach[q] and (
-            (below[i, 0] & ~safe[q, 0])
-            | (below[i, 1] & ~safe[q, 1])
-            | (below[i, 2] & ~safe[q, 2])
-            | (below[i, 3] & ~safe[q, 3])
-        ) == 0:
+        if (
+            height[i] <= reach[q]
+            and (
+                (below[i, 0] & ~safe[q, 0])
+                | (below[i, 1] & ~safe[q, 1])
+                | (below[i, 2] & ~safe[q, 2])
+                | (below[i, 3] & ~safe[q, 3])
+            )
+            == 0
+        ):
             # the subtree is shallow enough and uses only bytes of q's chain: every token
             # below stays inside the lexeme
             lo = sub_lo[i]
@@ -326,7 +330,7 @@ def walk_trie(
 
 
 @njit(cache=True, nogil=True)
-def _walk_rows(
+def walk_rows(
     matrix: np.ndarray,
     lengths: np.ndarray,
     rows: np.ndarray,
@@ -335,6 +339,9 @@ def _walk_rows(
     acc: np.ndarray,
     start: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Matrix rows `rows` (int64, contiguous) from lexer state `start` at byte `col`: those
+    that stay inside the lexeme to their last byte, and (column, row) pairs where a row that
+    died later had a complete lexeme after byte column."""
     n = rows.shape[0]
     kept = np.empty(n, np.int64)
     n_kept = 0
@@ -374,23 +381,6 @@ def _walk_rows(
                 ev_row[n_ev] = r
                 n_ev += 1
     return kept[:n_kept], ev_col[:n_ev], ev_row[:n_ev]
-
-
-def walk_rows(
-    matrix: np.ndarray,
-    lengths: np.ndarray,
-    rows: np.ndarray,
-    col: int,
-    trans: np.ndarray,
-    acc: np.ndarray,
-    state: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Matrix rows `rows` from lexer state `state` at byte `col`: those that stay inside the
-    lexeme to their last byte, and (column, row) pairs where a row that died later had a
-    complete lexeme after byte column."""
-    return _walk_rows(
-        matrix, lengths, np.ascontiguousarray(rows, dtype=np.int64), col, trans, acc, state
-    )
 
 
 @njit(cache=True, nogil=True)

@@ -185,15 +185,15 @@ class SuffixPlan:
     firsts: frozenset[int]
 
 
+#: A whole walk's boundary events of at most this many tokens (per column) are checked token
+#: by token against the parser; bigger ones are walked per follow-up terminal.
+SMALL_EVENT_ROWS = 256
 _plans: weakref.WeakKeyDictionary[Walk, SuffixPlan] = weakref.WeakKeyDictionary()
 _NO_PLAN = SuffixPlan([], [], frozenset())
 
 
-def suffix_plan(vocab: Vocab, walk: Walk, max_rows: int | None = None) -> SuffixPlan:
-    """The plan of the events of `walk` with at most `max_rows` (default SMALL_EVENT_ROWS)
-    rows, cached per walk."""
-    if max_rows is None:
-        max_rows = SMALL_EVENT_ROWS
+def suffix_plan(vocab: Vocab, walk: Walk, max_rows: int = SMALL_EVENT_ROWS) -> SuffixPlan:
+    """The plan of the events of `walk` with at most `max_rows` rows, cached per walk."""
     got = _plans.get(walk)
     if got is None:
         ranges = walk.ranges
@@ -245,11 +245,6 @@ def pack_rows(vocab: Vocab, rows: np.ndarray) -> np.ndarray:
     return _trie.pack_rows(vocab.ids, rows, vocab.packed_len)
 
 
-#: A whole walk's boundary events of at most this many tokens (per column) are checked token
-#: by token against the parser; bigger ones are walked per follow-up terminal.
-SMALL_EVENT_ROWS = 256
-
-
 def walk_vocabulary(vocab: Vocab, dfa: au.Dfa, state: int) -> tuple[np.ndarray, np.ndarray]:
     """Every token from `state`: the packed bitmask of those still inside the lexeme at their
     last byte, and the boundary events of those that die as trie position ranges (c, lo, hi),
@@ -294,6 +289,7 @@ def walk(
 ) -> tuple[np.ndarray, Events]:
     """Run the lexer from `state` over tokens `rows` starting at byte `col`: the rows still
     inside the lexeme at their last byte, and the boundary events of the rows that die."""
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
     kept, ev_col, ev_row = _trie.walk_rows(
         vocab.matrix, vocab.row_lengths, rows, col, dfa.trans, dfa.accepting, state
     )
