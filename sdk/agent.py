@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import threading
 import time
@@ -31,6 +32,8 @@ from sdk._agent_errors import (
     TruncationError,
     UnexpectedModelBehavior,
 )
+from sdk.decoding._gate import DEFAULT_AUTO_CALL_BIAS, CallGate
+from sdk.decoding.call_style import SPACED, CallStyle, as_call_style
 from sdk.decoding.formats import HERMES, ParsedCall, ToolCallFormat, _strip_property_titles
 from sdk.decoding.generate import (
     ModelBackend,
@@ -40,7 +43,7 @@ from sdk.decoding.generate import (
     TurnRequest,
     generate_turn,
 )
-from sdk.decoding.turn_grammar import TurnGrammar, build_turn_grammar
+from sdk.decoding.turn_grammar import TurnGrammar, build_turn_grammar, format_style
 from sdk.messages import Message, ToolCallPart, coerce_messages
 from sdk.result import RunResult, ToolCall, Usage
 from sdk.tools import ModelRetry, RunContext, Tool, ToolDefinitionError, as_tool
@@ -51,6 +54,7 @@ OutputT = TypeVar("OutputT")
 T = TypeVar("T")
 
 ToolErrors = Literal["return", "raise"]
+CallStyleSpec = Literal["auto", "compact", "spaced", "flexible"] | CallStyle | tuple[str, str]
 
 
 def _stop_policy(retries: Any) -> Callable[[int], bool]:
@@ -162,6 +166,24 @@ class Agent(Generic[OutputT]):
             with `ToolExecutionError`.
         parallel_tool_calls: allow several calls in one turn. Small models tend to repeat the same
             call over and over; False ends the turn after its first call.
+        call_format: the envelope of calls (`HERMES`, `<tool_call>` tags, by default).
+        call_style: the layout of a call's JSON body, which the grammar enforces exactly:
+            "auto" (what the model's chat template writes, else `json.dumps`' `", "`/`": "`),
+            "compact", "spaced", "flexible" (bounded whitespace, the model's choice), an
+            `(item, key)` separator pair or a `CallStyle`. A layout the model was not trained
+            on costs correct values; see the call-quality page.
+        auto_call_bias: in "auto", whether to open a call is decided where one may start, from
+            the model's probability of the call opener against everything else, in log-odds
+            plus this bias (None: the model's own sampled token decides). Small models rarely
+            put a call opener first even when they "want" to call; see the call-quality page.
+        reasoning_tokens: under "required" (or a tool name), let the model write up to this
+            many tokens of free text before its call (0: the call starts at once); the text
+            stays in the turn's output and is never parsed for calls.
+        token_healing: where forced text (an envelope, a key, `": "`) meets free text, give the
+            last forced tokens back when one of the model's own tokens could run across the
+            boundary (` 36` after `":`), so the model writes the tokens it was trained on.
+            False forces the tokenizer's encoding of the forced text as it is (for
+            comparisons).
     """
 
     @overload
@@ -182,6 +204,10 @@ class Agent(Generic[OutputT]):
         tool_errors: ToolErrors = "return",
         parallel_tool_calls: bool = True,
         call_format: ToolCallFormat = HERMES,
+        call_style: CallStyleSpec = "auto",
+        auto_call_bias: float | None = DEFAULT_AUTO_CALL_BIAS,
+        reasoning_tokens: int = 0,
+        token_healing: bool = True,
     ) -> None: ...
 
     @overload
@@ -202,6 +228,10 @@ class Agent(Generic[OutputT]):
         tool_errors: ToolErrors = "return",
         parallel_tool_calls: bool = True,
         call_format: ToolCallFormat = HERMES,
+        call_style: CallStyleSpec = "auto",
+        auto_call_bias: float | None = DEFAULT_AUTO_CALL_BIAS,
+        reasoning_tokens: int = 0,
+        token_healing: bool = True,
     ) -> None: ...
 
     def __init__(
@@ -221,6 +251,10 @@ class Agent(Generic[OutputT]):
         tool_errors: ToolErrors = "return",
         parallel_tool_calls: bool = True,
         call_format: ToolCallFormat = HERMES,
+        call_style: CallStyleSpec = "auto",
+        auto_call_bias: float | None = DEFAULT_AUTO_CALL_BIAS,
+        reasoning_tokens: int = 0,
+        token_healing: bool = True,
     ) -> None:
         self._model_spec = model
         self._backend: ModelBackend | RemoteBackend | None = None
@@ -257,6 +291,27 @@ class Agent(Generic[OutputT]):
         self.sampling = SamplingConfig(temperature=temperature, top_p=top_p, seed=seed)
         self.tool_errors = tool_errors
         self.format = call_format
+        self.call_style = call_style
+        self._style: CallStyle | None = None if call_style == "auto" else as_call_style(call_style)
+        if (
+            self._style is not None
+            and not hasattr(call_format, "with_style")
+            and self._style != format_style(call_format)
+        ):
+            raise ValueError(
+                f"call_style={call_style!r}: the format {call_format.name!r} has no "
+                "with_style(); lay its calls out in the format itself"
+            )
+        self._resolved: ToolCallFormat | None = None
+        if auto_call_bias is not None and not math.isfinite(auto_call_bias):
+            raise ValueError(f"auto_call_bias={auto_call_bias!r}: expected a finite float or None")
+        self.auto_call_bias = auto_call_bias
+        if isinstance(reasoning_tokens, bool) or not isinstance(reasoning_tokens, int):
+            raise TypeError(f"reasoning_tokens={reasoning_tokens!r}: expected an int")
+        if reasoning_tokens < 0:
+            raise ValueError("reasoning_tokens must be >= 0")
+        self.reasoning_tokens = reasoning_tokens
+        self.token_healing = bool(token_healing)
         self.parallel_tool_calls = parallel_tool_calls
         # Compile the grammars now: a schema the grammar cannot express should fail here, not
         # in the middle of a conversation.
@@ -285,14 +340,61 @@ class Agent(Generic[OutputT]):
                     self._backend = cast(ModelBackend, coerce_model(spec))
             return self._backend
 
-    def _turn_grammar(self, tool_choice: str) -> TurnGrammar:
+    def resolved_format(self) -> ToolCallFormat:
+        """The call format with its body layout resolved for this agent's model.
+
+        `call_style="auto"` follows the model's chat template (`probe_call_style`): the
+        separators its template writes calls with, `json.dumps`' spacing where it writes none.
+        Resolving may load the model (a named model loads on first use anyway).
+        """
+        if self._resolved is None:
+            self._resolved = self._format_for(self.model)
+        return self._resolved
+
+    def _format_for(self, backend: Any) -> ToolCallFormat:
+        fmt = self.format
+        if not hasattr(fmt, "with_style"):
+            return fmt
+        style = self._style
+        if style is None:
+            tokenizer = None if _is_remote(backend) else getattr(backend, "tokenizer", None)
+            if tokenizer is None:
+                style = SPACED
+            else:
+                from sdk.backends.transformers import probe_call_style
+
+                style = probe_call_style(tokenizer)
+        return cast(ToolCallFormat, fmt.with_style(style))
+
+    def _current_format(self) -> ToolCallFormat:
+        """The resolved format, or (before the model is loaded) the most likely one."""
+        if self._resolved is not None:
+            return self._resolved
+        spec = self._model_spec
+        if self._backend is not None or not (spec is None or isinstance(spec, str | os.PathLike)):
+            return self.resolved_format()
+        return self._format_for(None)
+
+    def _turn_grammar(self, tool_choice: str, fmt: ToolCallFormat | None = None) -> TurnGrammar:
         return build_turn_grammar(
             list(self.tools.values()),
             tool_choice,
             self._output_schema,
-            self.format,
+            fmt or self._current_format(),
             parallel_tool_calls=self.parallel_tool_calls,
+            reasoning=self.reasoning_tokens > 0,
         )
+
+    def _gate(self, grammar: TurnGrammar, fmt: ToolCallFormat) -> CallGate | None:
+        """How this turn's call boundaries are steered (see `sdk.decoding._gate`)."""
+        if not grammar.tool_names:
+            return None
+        closer = getattr(fmt, "closer", None)
+        if grammar.mode == "auto" and self.auto_call_bias is not None:
+            return CallGate(fmt.opener, closer, bias=self.auto_call_bias)
+        if grammar.mode == "required" and self.reasoning_tokens > 0:
+            return CallGate(fmt.opener, closer, budget=self.reasoning_tokens)
+        return None
 
     def _system_text(self) -> str | None:
         parts = [self.system_prompt] if self.system_prompt else []
@@ -319,14 +421,15 @@ class Agent(Generic[OutputT]):
     # ------------------------------------------------------------------ one model turn
 
     def _request(self, run: _Run, tool_choice: str) -> tuple[TurnRequest, TurnGrammar]:
-        grammar = self._turn_grammar(tool_choice)
+        fmt = self.resolved_format()
+        grammar = self._turn_grammar(tool_choice, fmt)
         # Every tool is shown (a named tool_choice narrows the grammar, not the prompt).
         request = TurnRequest(
             messages=tuple(run.messages),
             tools=list(self.tools.values()) if tool_choice != "none" else [],
             tool_choice=tool_choice,
             output_schema=self._output_schema,
-            fmt=self.format,
+            fmt=fmt,
         )
         return request, grammar
 
@@ -382,6 +485,8 @@ class Agent(Generic[OutputT]):
                 backend.tokenizer,
                 max_tokens=self.max_tokens,
                 sampling=self.sampling,
+                gate=self._gate(grammar, request.fmt),
+                heal=self.token_healing,
             )
         except UnexpectedModelBehavior as exc:
             exc.messages = list(run.messages)
@@ -395,23 +500,39 @@ class Agent(Generic[OutputT]):
         run.usage.add(out.usage)
         run.usage.steps += 1
         run.last_raw = out.text
-        if not out.accepting:
-            opener = self.format.opener
-            in_call = (
-                bool(out.calls)
-                or not grammar.has_output
-                or (
-                    bool(grammar.tool_names)
-                    and (opener in out.text or opener.startswith(out.text.lstrip()))
-                )
+        if out.accepting and not self._cut_inside_value(out, grammar):
+            return out
+        opener = self.format.opener
+        in_call = (
+            bool(out.calls)
+            or not grammar.has_output
+            or (
+                bool(grammar.tool_names)
+                and (opener in out.text or opener.startswith(out.text.lstrip()))
             )
-            raise TruncationError(
-                f"max_tokens={self.max_tokens} ran out inside a "
-                + ("tool call" if in_call else "structured output"),
-                partial_text=out.text,
-                messages=list(run.messages),
-            )
-        return out
+        )
+        raise TruncationError(
+            f"max_tokens={self.max_tokens} ran out inside a "
+            + ("tool call" if in_call else "structured output"),
+            partial_text=out.text,
+            messages=list(run.messages),
+        )
+
+    def _cut_inside_value(self, out: TurnOutput, grammar: TurnGrammar) -> bool:
+        """Did `max_tokens` cut a constrained span (a call, a typed output)? Such a value
+        counts only when the model or the grammar ended it, even if the cut left text the
+        grammar accepts (`12` of `12345`). A cut in "auto"'s free text is an ordinary
+        "length" finish."""
+        if out.finish_reason != "length" or not grammar.constrained:
+            return False
+        if grammar.mode != "auto" or grammar.has_output:
+            return True
+        opener = self.format.opener
+        closer = getattr(self.format, "closer", None)
+        opened = out.text.rfind(opener)
+        if opened < 0:
+            return False
+        return not closer or out.text.find(closer, opened) < 0
 
     def _calls(self, out: TurnOutput, grammar: TurnGrammar) -> list[ParsedCall]:
         """The turn's calls: split by a remote server already, or parsed out of the text."""
@@ -514,10 +635,7 @@ class Agent(Generic[OutputT]):
             out, grammar = await self._agenerate(run, tool_choice)
             calls = self._calls(out, grammar)
             ids = [f"call_{step}_{i}" for i in range(len(calls))]
-            parts = [
-                ToolCallPart(i, c.name, c.arguments, c.raw) for i, c in zip(ids, calls, strict=True)
-            ]
-            run.messages.append(Message.assistant(out.text, parts))
+            run.messages.append(_assistant_message(out, calls, ids))
             if calls:
                 for call, call_id in zip(calls, ids, strict=True):
                     run.messages.append(
@@ -584,15 +702,7 @@ class Agent(Generic[OutputT]):
         out, grammar = self._generate(run, self._choices[0])
         calls = self._calls(out, grammar)
         ids = [f"call_1_{i}" for i in range(len(calls))]
-        run.messages.append(
-            Message.assistant(
-                out.text,
-                [
-                    ToolCallPart(i, c.name, c.arguments, c.raw)
-                    for i, c in zip(ids, calls, strict=True)
-                ],
-            )
-        )
+        run.messages.append(_assistant_message(out, calls, ids))
         for call, call_id in zip(calls, ids, strict=True):
             record = ToolCall(name=call.name, args=None, raw=call.raw, id=call_id, step=1)
             tool = self.tools.get(call.name)
@@ -621,6 +731,16 @@ class Agent(Generic[OutputT]):
         return (
             f"Agent(tools={list(self.tools)}, tool_choice={self.tool_choice!r}, output_type={out})"
         )
+
+
+def _assistant_message(out: TurnOutput, calls: Sequence[ParsedCall], ids: Sequence[str]) -> Message:
+    """The turn as a history message; `metadata["token_ids"]` keeps the ids the model wrote
+    (local models), for callers that study tokenization."""
+    parts = tuple(
+        ToolCallPart(i, c.name, c.arguments, c.raw) for i, c in zip(ids, calls, strict=True)
+    )
+    meta = {"token_ids": list(out.token_ids)} if out.token_ids else {}
+    return Message("assistant", out.text, parts, metadata=meta)
 
 
 def _run_blocking(coro: Coroutine[Any, Any, T]) -> T:

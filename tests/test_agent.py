@@ -118,7 +118,7 @@ def test_output_type(model: Any) -> None:
         name: str
         population: int
 
-    agent = Agent(model('{"name":"Oslo","population":700000}'), output_type=City)
+    agent = Agent(model('{"name": "Oslo", "population": 700000}'), output_type=City)
     result = agent.run_sync("Oslo?")
     assert result.output == City(name="Oslo", population=700000)
     assert "JSON schema" in (
@@ -126,7 +126,7 @@ def test_output_type(model: Any) -> None:
     )
 
     # with tools: a call first, then the JSON answer
-    m = model(ToolCallScript("add", {"a": 1, "b": 1}), '{"name":"Two","population":2}')
+    m = model(ToolCallScript("add", {"a": 1, "b": 1}), '{"name": "Two", "population": 2}')
     assert Agent(m, tools=[add], output_type=City).run_sync("x").output.population == 2
 
 
@@ -141,7 +141,7 @@ def test_output_validation_is_retried(model: Any) -> None:
                 raise ValueError("n must be even")
             return v
 
-    result = Agent(model('{"n":3}', '{"n":4}'), output_type=Even).run_sync("x")
+    result = Agent(model('{"n": 3}', '{"n": 4}'), output_type=Even).run_sync("x")
     assert result.output.n == 4 and result.usage.retries == 1
     assert "n must be even" in result.messages[-2].content
 
@@ -219,10 +219,10 @@ def test_parallel_tool_calls_false(model: Any) -> None:
 @pytest.mark.parametrize(
     "reply",
     [
-        ToolCallScript("add", '{"a": 1, "b": 2}'),  # non-compact JSON
-        ToolCallScript("add", '{"a":1,"b":"two"}'),  # wrong type
-        ToolCallScript("add", '{"a":1}'),  # missing required argument
-        ToolCallScript("add", '{"a":1,"b":2'),  # unbalanced
+        ToolCallScript("add", '{"a":1,"b":2}'),  # compact JSON: not the call style
+        ToolCallScript("add", '{"a": 1, "b": "two"}'),  # wrong type
+        ToolCallScript("add", '{"a": 1}'),  # missing required argument
+        ToolCallScript("add", '{"a": 1, "b": 2'),  # unbalanced
         ToolCallScript("subtract", {"a": 1, "b": 2}),  # not offered
         '<tool_call>\n{"name": "add"',  # spaced envelope, truncated
     ],
@@ -336,7 +336,7 @@ def test_truncation_inside_a_call(model: Any) -> None:
     m = model(ToolCallScript("get_weather", {"city": "Llanfairpwllgwyngyll" * 3}))
     with pytest.raises(TruncationError) as info:
         Agent(m, tools=[get_weather], max_tokens=20).run_sync("x")
-    assert info.value.partial_text.startswith('<tool_call>\n{"name":"get_weather"')
+    assert info.value.partial_text.startswith('<tool_call>\n{"name": "get_weather"')
     # outside a call, the text is returned with finish_reason="length"
     result = Agent(model("word " * 50), tools=[get_weather], max_tokens=10).run_sync("x")
     assert result.finish_reason == "length" and result.usage.completion_tokens == 10
@@ -437,7 +437,7 @@ def _f04(color: Color) -> None:
     """Paint the wall a color."""
 
 
-def _f05(items: list[str]) -> None:
+def _f05(items: Annotated[list[str], Field(max_length=5)]) -> None:
     """Add items to the shopping list."""
 
 

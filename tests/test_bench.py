@@ -166,3 +166,224 @@ def test_e2e_summary_ratios_and_table() -> None:
     table = format_table(s, argparse.Namespace(n=2, offset=0, model="m", max_tokens=9))
     assert "24.0 forward passes saved per call" in table
     assert table.splitlines()[2].startswith("ours ")
+
+
+# ------------------------------------------------------------------------------------ BFCL
+
+
+def _bfcl_fn(name: str = "f") -> dict[str, Any]:
+    return {
+        "name": name,
+        "description": "A test function.",
+        "parameters": {
+            "type": "dict",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a"],
+        },
+    }
+
+
+def _bfcl_item(category: str, truth: list[dict[str, Any]], *names: str) -> Any:
+    from sdk.bench.bfcl import Item, RawTool
+
+    tools = {n: RawTool.from_bfcl(_bfcl_fn(n)) for n in (names or ("f",))}
+    return Item(category, f"{category}_0", "Do it.", tools, truth)
+
+
+def test_bfcl_parallel_matching_is_one_to_one_in_any_order() -> None:
+    from sdk.bench.bfcl import match_calls
+
+    truth = [{"f": {"a": [1], "b": [2, ""]}}, {"f": {"a": [1], "b": [""]}}]
+    full, bare = ("f", {"a": 1, "b": 2}), ("f", {"a": 1})
+    # `bare` fits both expected calls: a greedy first-fit would take the first and fail.
+    assert match_calls([bare, full], truth)
+    assert match_calls([full, bare], truth)
+    assert not match_calls([full, full], truth)  # right count, second expected call unmatched
+    assert not match_calls([bare], truth)  # too few
+    assert not match_calls([bare, full, bare], truth)  # too many
+    assert not match_calls([("g", {"a": 1}), bare], truth)
+
+
+def test_bfcl_scoring_per_category() -> None:
+    from sdk.bench.bfcl import Outcome, _mark_truncated, score
+
+    par = _bfcl_item("parallel", [{"f": {"a": [1]}}, {"f": {"a": [2]}}])
+    o = score(Outcome(), par, [("f", {"a": 2}), ("f", {"a": 1})])
+    assert (o.parsed, o.valid, o.count_ok, o.all_correct, o.correct, o.n_calls) == (
+        True, True, True, True, True, 2)
+    o = score(Outcome(), par, [("f", {"a": 2}), ("f", {"a": "1"})])  # a string: invalid
+    assert (o.parsed, o.valid, o.count_ok, o.all_correct) == (True, False, True, False)
+    o = score(Outcome(), par, [("f", {"a": 2}), ("", None)])  # an undecodable call
+    assert (o.parsed, o.count_ok, o.correct, o.called) == (False, True, False, True)
+    o = score(Outcome(), par, [("f", {"a": 1})])
+    assert (o.valid, o.count_ok, o.correct) == (True, False, False)
+
+    irr = _bfcl_item("irrelevance", [])
+    assert score(Outcome(), irr, []).correct
+    assert not score(Outcome(), irr, [("f", {"a": 1})]).correct
+    cut = Outcome()
+    _mark_truncated(cut, '<tool_call>\n{"name": "f", "arguments": {"a":' + " \n" * 6, 1)
+    cut = score(cut, irr, [])  # a call cut short by max_tokens is still a call
+    assert cut.called and not cut.correct and cut.whitespace_run and cut.calls_lost == 1
+    indented = Outcome()
+    _mark_truncated(indented, '<tool_call>\n{\n    "name": "f",\n' + " " * 15, 1)
+    assert indented.truncated and not indented.whitespace_run
+
+    mul = _bfcl_item("multiple", [{"g": {"a": [3]}}], "f", "g")
+    assert score(Outcome(), mul, [("g", {"a": 3}), ("f", {"a": 1})]).correct  # the first call
+    o = score(Outcome(), mul, [("f", {"a": 3})])
+    assert (o.parsed, o.valid, o.correct) == (True, True, False)
+    o = score(Outcome(), mul, [("h", {"a": 3})])  # not offered
+    assert (o.parsed, o.called, o.correct) == (False, True, False)
+
+
+def test_bfcl_summary_and_tables() -> None:
+    from sdk.bench.bfcl import Outcome, format_tables, summarize
+
+    rows = [
+        Outcome("parallel", "p0", "required", "spaced", parsed=True, valid=True, correct=True,
+                called=True, count_ok=True, all_correct=True, calls_checked=2,
+                calls_noncanonical=1, seconds=1.0, tokens=40),
+        Outcome("parallel", "p1", "required", "spaced", called=True, truncated=True,
+                whitespace_run=True, calls_lost=2, calls_checked=None, seconds=3.0, tokens=192),
+        Outcome("parallel", "p0", "auto", "spaced", calls_checked=None),
+        Outcome("irrelevance", "i0", "auto", "spaced", correct=True, calls_checked=0),
+    ]
+    report = summarize(rows)
+    req = report["parallel"]["required/spaced"]
+    assert (req["n"], req["all_correct"], req["count_ok"], req["called"]) == (2, 0.5, 0.5, 1.0)
+    assert (req["calls_lost"], req["calls_lost_whitespace"], req["truncated"]) == (2, 2, 1)
+    assert req["noncanonical"] == 0.5 and req["calls_checked"] == 2
+    assert req["s_per_question"] == 2.0 and req["tokens_per_question"] == 116.0
+    assert report["parallel"]["auto/spaced"]["noncanonical"] is None
+    assert report["irrelevance"]["auto/spaced"]["no_call"] == 1.0
+    table = format_tables(report, "head")
+    lines = table.splitlines()
+    row = next(ln for ln in lines if ln.startswith("required"))
+    assert "50%" in row and "2/2" in row
+    assert "n/a" in next(ln for ln in lines if ln.startswith("auto"))
+    assert "no call" in table and "all ok" in table
+
+
+def test_bfcl_arguments() -> None:
+    from sdk.bench.bfcl import parse_args
+
+    a = parse_args([])
+    assert a.categories == ["multiple", "parallel", "irrelevance"]
+    assert a.modes == ["required", "auto", "unconstrained", "xgrammar"]
+    assert (a.styles, a.max_tokens, a.auto_call_bias, a.reasoning_tokens) == (
+        ["auto"], 192, None, None)
+    a = parse_args(["--categories", "parallel", "--styles", "compact,spaced",
+                    "--auto-call-bias", "-1.5", "--reasoning-tokens", "32", "--json"])
+    assert (a.categories, a.styles, a.auto_call_bias, a.reasoning_tokens, a.json) == (
+        ["parallel"], ["compact", "spaced"], -1.5, 32, True)
+    for bad in (["--categories", "simple"], ["--modes", "ours"], ["--styles", "tight"]):
+        with pytest.raises(SystemExit):
+            parse_args(bad)
+
+
+def test_bfcl_plot_without_matplotlib(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+
+    from sdk.bench.bfcl import Outcome, plot, summarize
+
+    report = summarize([Outcome("multiple", "m0", "required", "auto", correct=True)])
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` fails
+    out = tmp_path / "bfcl.png"
+    assert plot(str(out), report, "t") is False
+    assert "matplotlib is not installed" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def _split_token(ids: list[int], index: Any, start: int) -> list[int]:
+    """`ids` with its first multi-byte token at or after `start` spelled by two tokens."""
+    by_bytes: dict[bytes, int] = {}
+    for tid, piece in enumerate(index.token_bytes):
+        by_bytes.setdefault(piece, tid)
+    for i in range(start, len(ids)):
+        piece = index.token_bytes[ids[i]]
+        if len(piece) >= 2 and piece[:1] in by_bytes and piece[1:] in by_bytes:
+            return [*ids[:i], by_bytes[piece[:1]], by_bytes[piece[1:]], *ids[i + 1 :]]
+    raise AssertionError("no token to split")
+
+
+def test_bfcl_noncanonical_tokens(smollm2_tokenizer: Any, smollm2_index: Any) -> None:
+    from sdk.bench._bfcl_peers import noncanonical_calls
+
+    def enc(text: str) -> list[int]:
+        return list(smollm2_tokenizer.encode(text, add_special_tokens=False))
+
+    call = '<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>'
+    tb = smollm2_index.token_bytes
+    assert noncanonical_calls(enc(call), tb, enc) == [False]
+    assert noncanonical_calls(_split_token(enc(call), smollm2_index, 0), tb, enc) == [True]
+    # Only the call spans count: odd tokens in the text around them do not.
+    prose = enc("Sure thing.\n")
+    odd_prose = _split_token(prose, smollm2_index, 0)
+    two = [*odd_prose, *enc(call), *enc("\n"), *enc(call)]
+    assert noncanonical_calls(two, tb, enc) == [False, False]
+    bad_second = [*odd_prose, *enc(call), *enc("\n"), *_split_token(enc(call), smollm2_index, 0)]
+    assert noncanonical_calls(bad_second, tb, enc) == [False, True]
+    assert noncanonical_calls(enc("no call here"), tb, enc) == []
+
+
+def test_bfcl_xgrammar_driver_on_a_scripted_model(smollm2_tokenizer: Any) -> None:
+    """The driver follows XGrammar's mask: a scripted reply in the grammar's layout comes out
+    whole; the other layout is refused; a single-call grammar stops after the first call."""
+    pytest.importorskip("xgrammar")
+    from sdk.backends.test import TestModel, ToolCallScript
+    from sdk.bench._bfcl_peers import XgrammarDriver
+    from sdk.decoding import HERMES, TurnRequest
+    from sdk.decoding.call_style import SPACED
+    from sdk.decoding.turn_grammar import call_body_schema
+    from sdk.messages import Message
+
+    item = _bfcl_item("parallel", [])
+    tools = list(item.tools.values())
+    fmt = HERMES.with_style(SPACED)
+    two = [ToolCallScript("f", {"a": 1}), ToolCallScript("f", {"a": 2, "b": 3})]
+    m = TestModel([two] * 3, tokenizer=smollm2_tokenizer)
+    request = TurnRequest([Message.user("x")], tools, tool_choice="required", fmt=fmt)
+    driver = XgrammarDriver(m)
+    body = call_body_schema(tools)
+    turn = driver.run(m, request, driver.compile(body, (", ", ": "), True), 96)
+    assert (turn.finish, turn.error) == ("stop", None)
+    assert turn.text == fmt.render_call("f", {"a": 1}) + "\n" + fmt.render_call("f", {"a": 2, "b": 3})
+    assert turn.forward_passes == len(turn.token_ids) + 1  # no fast-forward
+    turn = driver.run(m, request, driver.compile(body, (", ", ": "), False), 96)
+    assert (turn.finish, turn.text) == ("stop", fmt.render_call("f", {"a": 1}))
+    turn = driver.run(m, request, driver.compile(body, (",", ":"), True), 96)
+    assert turn.finish == "error" and turn.text == '<tool_call>\n{"name":'
+
+
+def test_bfcl_runner_modes_on_a_scripted_model(smollm2_tokenizer: Any) -> None:
+    """Every mode on scripted replies: scoring, truncation, and runs shared between styles."""
+    pytest.importorskip("xgrammar")
+    from sdk.backends.test import TestModel, ToolCallScript
+    from sdk.bench.bfcl import Options, Runner
+
+    item = _bfcl_item("parallel", [{"f": {"a": [1]}}, {"f": {"a": [2]}}])
+    two = [ToolCallScript("f", {"a": 2}), ToolCallScript("f", {"a": 1})]
+    m = TestModel([two] * 4, tokenizer=smollm2_tokenizer)
+    runner = Runner(m, Options(max_tokens=96), xgrammar=True)
+    outs = runner.run_item(item, ["required", "unconstrained", "xgrammar"], ["spaced", "auto"])
+    assert [(o.mode, o.style) for o in outs] == [
+        ("required", "spaced"), ("unconstrained", "spaced"), ("xgrammar", "spaced"),
+        ("required", "auto"), ("unconstrained", "auto"), ("xgrammar", "auto"),
+    ]
+    assert all(o.all_correct and o.n_calls == 2 and o.error is None for o in outs), outs
+    # SmolLM2's template has no tool support: auto resolves to spaced, the same prompt.
+    assert [o.reused_from for o in outs] == [None, None, None, None, "spaced", "spaced"]
+    assert outs[1].calls_checked == 2 and outs[1].calls_noncanonical == 0
+    # max_tokens runs out inside the second call: the agent's turn, and both calls, are lost.
+    from sdk.decoding import HERMES
+    from sdk.decoding.call_style import SPACED
+
+    first = HERMES.with_style(SPACED).render_call("f", {"a": 2}) + "\n<tool_call>\n{"
+    budget = len(smollm2_tokenizer.encode(first, add_special_tokens=False)) + 2
+    m = TestModel([two], tokenizer=smollm2_tokenizer)
+    [cut] = Runner(m, Options(max_tokens=budget)).run_item(item, ["required"], ["spaced"])
+    assert cut.truncated and cut.calls_lost == 2 and cut.called and not cut.correct
+    assert cut.tokens == budget and cut.text.startswith(first)

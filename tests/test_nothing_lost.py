@@ -93,9 +93,9 @@ CASES: dict[str, tuple[type[AgentRunError], Callable[[Any], Agent[Any]], str]] =
     "retries_exhausted_output": (
         RetriesExhausted,
         lambda tok: Agent(
-            TestModel(['{"n":1}'] * 2, tokenizer=tok), output_type=Positive, retries=1
+            TestModel(['{"n": 1}'] * 2, tokenizer=tok), output_type=Positive, retries=1
         ),
-        '{"n":1}',
+        '{"n": 1}',
     ),
     "truncation_in_call": (
         TruncationError,
@@ -112,12 +112,12 @@ CASES: dict[str, tuple[type[AgentRunError], Callable[[Any], Agent[Any]], str]] =
     "step_limit": (
         StepLimitExceeded,
         lambda tok: Agent(TestModel([_call(1), _call(2)], tokenizer=tok), tools=[add], max_steps=2),
-        '"a":2',
+        '"a": 2',
     ),
     "tool_error_raised": (
         ToolExecutionError,
         lambda tok: Agent(TestModel([_call(-1)], tokenizer=tok), tools=[add], tool_errors="raise"),
-        '"a":-1',
+        '"a": -1',
     ),
     "grammar_rejection": (
         UnexpectedModelBehavior,

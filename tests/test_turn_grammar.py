@@ -8,6 +8,7 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel
 
+from sdk.decoding.call_style import COMPACT, FLEXIBLE, SPACED, CallStyle, as_call_style
 from sdk.decoding.formats import HERMES
 from sdk.decoding.generate import forced_token_ids
 from sdk.decoding.turn_grammar import build_turn_grammar, call_body_schema, prefix_lark_names
@@ -85,10 +86,10 @@ def test_auto_text_then_call_then_text(auto: Matcher, smollm2_tokenizer) -> None
     assert auto.is_accepting()
     assert _accepts(auto, "<tool_call>", smollm2_tokenizer)
     assert not auto.is_accepting()  # an opened call must be completed
-    assert auto.forced_bytes() == b'\n{"name":"'
+    assert auto.forced_bytes() == b'\n{"name": "'
     assert _accepts(
         auto,
-        '\n{"name":"get_weather","arguments":{"city":"Oslo"}}\n</tool_call>',
+        '\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>',
         smollm2_tokenizer,
     )
     assert auto.is_accepting()
@@ -99,27 +100,29 @@ def test_auto_text_then_call_then_text(auto: Matcher, smollm2_tokenizer) -> None
 
 def test_auto_call_arguments_are_checked(auto: Matcher, smollm2_tokenizer) -> None:  # noqa: ANN001
     bad = [
-        '<tool_call>\n{"name":"get_weather","arguments":{"city":3}}',
-        '<tool_call>\n{"name":"get_weather","arguments":{"unit":"kelvin"',
-        '<tool_call>\n{"name":"get_weather","arguments":{"town":"x"',
-        '<tool_call>\n{"name":"ship","arguments":{"to":{"street":"a"}}',
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": 3}}',
+        '<tool_call>\n{"name": "get_weather", "arguments": {"unit": "kelvin"',
+        '<tool_call>\n{"name": "get_weather", "arguments": {"town": "x"',
+        '<tool_call>\n{"name": "ship", "arguments": {"to": {"street": "a"}}',
         "<tool_call>\nnot json",
     ]
     for text in bad:
         assert not _accepts(auto.fork(), text, smollm2_tokenizer), text
+    good = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "x"'
+    assert _accepts(auto.fork(), good, smollm2_tokenizer)
 
 
 def test_required_and_named(smollm2_index, smollm2_tokenizer) -> None:  # noqa: ANN001
     req = Matcher(_compiled(TOOLS, "required"), smollm2_index)
     assert not req.is_accepting()
-    assert req.forced_bytes() == b'<tool_call>\n{"name":"'
+    assert req.forced_bytes() == b'<tool_call>\n{"name": "'
     assert not _accepts(req.fork(), "Sure!", smollm2_tokenizer)
     two = _call("get_weather", {"city": "A"}) + "\n" + _call("get_weather", {"city": "B"})
     assert _accepts(req, two, smollm2_tokenizer) and req.is_accepting()
 
     named = Matcher(_compiled(TOOLS, "ship"), smollm2_index)
-    assert named.forced_bytes().startswith(b'<tool_call>\n{"name":"ship","arguments":{"to":{')
-    assert not _accepts(named.fork(), '<tool_call>\n{"name":"get_weather"', smollm2_tokenizer)
+    assert named.forced_bytes().startswith(b'<tool_call>\n{"name": "ship", "arguments": {"to": {')
+    assert not _accepts(named.fork(), '<tool_call>\n{"name": "get_weather"', smollm2_tokenizer)
     with pytest.raises(ValueError):
         build_turn_grammar(TOOLS, "nope")
     with pytest.raises(ValueError):
@@ -149,16 +152,57 @@ def test_output_type_grammar(smollm2_index, smollm2_tokenizer) -> None:  # noqa:
     schema = Answer.model_json_schema()
     only = Matcher(_compiled([], "auto", schema), smollm2_index)
     assert not _accepts(only.fork(), "The answer", smollm2_tokenizer)
-    assert _accepts(only, '{"city":"Oslo","temperature":3.5}', smollm2_tokenizer)
+    assert _accepts(only, '{"city": "Oslo", "temperature": 3.5}', smollm2_tokenizer)
     assert only.is_terminated()
 
     both = _compiled(TOOLS, "auto", schema)
     m = Matcher(both, smollm2_index)
     assert not _accepts(m.fork(), "Hello", smollm2_tokenizer)  # no free text with output_type
     assert _accepts(m.fork(), _call("get_weather", {"city": "A"}), smollm2_tokenizer)
-    assert _accepts(m, '{"city":"Oslo","temperature":3}', smollm2_tokenizer)
+    assert _accepts(m, '{"city": "Oslo", "temperature": 3}', smollm2_tokenizer)
     # "none" still constrains the final output
     assert build_turn_grammar(TOOLS, "none", schema).mode == "output"
+
+
+@pytest.mark.parametrize(
+    ("style", "good", "bad"),
+    [
+        (COMPACT, '{"name":"get_weather","arguments":{"city":"A","unit":"celsius"}}', SPACED),
+        (SPACED, '{"name": "get_weather", "arguments": {"city": "A", "unit": "celsius"}}', COMPACT),
+        (
+            CallStyle("custom", (",\n", ": ")),
+            '{"name": "get_weather",\n"arguments": {"city": "A",\n"unit": "celsius"}}',
+            SPACED,
+        ),
+    ],
+)
+def test_call_style_is_exact(style, good, bad, smollm2_index, smollm2_tokenizer) -> None:  # noqa: ANN001
+    """The grammar holds calls to the style's separators exactly: its own rendering passes,
+    another style's is rejected, and the format renders what the grammar accepts."""
+    fmt = HERMES.with_style(style)
+    g = build_turn_grammar(TOOLS, "required", fmt=fmt).compiled
+    rendered = fmt.render_call("get_weather", {"city": "A", "unit": "celsius"})
+    assert rendered == f"<tool_call>\n{good}\n</tool_call>"
+    assert _accepts(Matcher(g, smollm2_index), rendered, smollm2_tokenizer)
+    other = HERMES.with_style(bad).render_call("get_weather", {"city": "A", "unit": "celsius"})
+    assert not _accepts(Matcher(g, smollm2_index), other, smollm2_tokenizer)
+    # the prompt's example shows the same layout
+    assert ("<function-name>, " in fmt.tools_prompt([])) == (style.separators[0] == ", ")
+
+
+def test_flexible_style_accepts_either_layout(smollm2_index, smollm2_tokenizer) -> None:  # noqa: ANN001
+    g = build_turn_grammar(TOOLS, "required", fmt=HERMES.with_style(FLEXIBLE)).compiled
+    for style in (COMPACT, SPACED):
+        text = HERMES.with_style(style).render_call("get_weather", {"city": "A"})
+        assert _accepts(Matcher(g, smollm2_index), text, smollm2_tokenizer)
+
+
+def test_bad_call_styles_are_refused() -> None:
+    with pytest.raises(ValueError, match="separator"):
+        CallStyle("x", (";", ":"))
+    with pytest.raises(ValueError, match="call_style"):
+        as_call_style("pretty")
+    assert as_call_style((", ", ": ")) is SPACED and as_call_style("compact") is COMPACT
 
 
 def test_defs_are_hoisted_per_tool() -> None:

@@ -8,7 +8,7 @@ with malformed JSON or an unoffered tool is rejected by the grammar just as a re
 be stopped (`UnexpectedModelBehavior`), and fast-forwarded bytes must agree with the script.
 
 Write calls with `ToolCallScript(name, args)`: it renders them the way the turn grammar wants
-(compact JSON). A string reply is used verbatim.
+(the format's call style, `json.dumps` spacing by default). A string reply is used verbatim.
 """
 
 from __future__ import annotations

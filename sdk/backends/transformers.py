@@ -16,11 +16,13 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import re
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from sdk.decoding.call_style import CallStyle
 from sdk.decoding.generate import TurnRequest
 
 if TYPE_CHECKING:
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
 
     from sdk.engine.tokenizer import TokenizerIndex
 
-__all__ = ["TransformersModel", "render_prompt", "template_supports_tools"]
+__all__ = ["TransformersModel", "probe_call_style", "render_prompt", "template_supports_tools"]
 
 
 # ------------------------------------------------------------------------------ prompts
@@ -101,6 +103,48 @@ def template_supports_tools(tokenizer: Any) -> bool:
     with contextlib.suppress(TypeError):
         _TOOLS_SUPPORT[tokenizer] = supported
     return supported
+
+
+_STYLES: weakref.WeakKeyDictionary[Any, CallStyle] = weakref.WeakKeyDictionary()
+_PROBE_CALL = re.compile(r'"sdk_probe_a"(\s*:\s*)1(\s*,\s*)"sdk_probe_b"')
+
+
+def probe_call_style(tokenizer: Any) -> CallStyle:
+    """The call-body layout the model's chat template writes in its history.
+
+    An assistant turn with one probe call is rendered through the template; the separators
+    between the probe's arguments are the style the model was trained on. Templates that do
+    not render calls (SmolLM2's) give `SPACED`, `json.dumps`' and `tojson`'s default.
+    """
+    from sdk.decoding.call_style import SPACED, as_call_style
+
+    try:
+        return _STYLES[tokenizer]
+    except (KeyError, TypeError):
+        pass
+    style = SPACED
+    call = {
+        "id": "call_0",
+        "type": "function",
+        "function": {
+            "name": "sdk_probe_tool_x7",
+            "arguments": {"sdk_probe_a": 1, "sdk_probe_b": "x"},
+        },
+    }
+    msgs: list[dict[str, Any]] = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_0", "name": "sdk_probe_tool_x7", "content": "ok"},
+    ]
+    try:
+        m = _PROBE_CALL.search(_apply(tokenizer, msgs, tools=[_PROBE_TOOL]))
+    except Exception:  # noqa: BLE001 - a template that cannot render calls: the default
+        m = None
+    if m is not None:
+        style = as_call_style((m.group(2), m.group(1)))
+    with contextlib.suppress(TypeError):
+        _STYLES[tokenizer] = style
+    return style
 
 
 def _fallback_dicts(request: TurnRequest) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ subcommands:
                   mask (TBM, TTFM, correctness counts); see `maskbench --help`
   e2e             one tool call per prompt: ours vs unconstrained vs XGrammar's logits
                   processor (wall time, passes, tokens/s, mask share); see `e2e --help`
-  bfcl            BFCL "multiple" function calling, constrained vs unconstrained; see `bfcl --help`
+  bfcl            BFCL call quality (multiple, parallel, irrelevance): modes, call styles, peers
   index           tokenizer index: build vs disk-cache load vs llguidance; see `index --help`
 """
 

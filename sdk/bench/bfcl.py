@@ -1,19 +1,45 @@
-"""End-to-end function calling on BFCL "multiple" questions: constrained vs unconstrained.
+"""BFCL function calling, the project's call-quality bench: SDK modes vs unconstrained vs XGrammar.
 
-    python -m sdk.bench bfcl [--n 50] [--modes required,auto,unconstrained] [--model smollm2]
+    python -m sdk.bench bfcl [--n 50] [--categories multiple,parallel,irrelevance]
+        [--modes required,auto,unconstrained,xgrammar] [--styles auto,compact,spaced]
+        [--model smollm2|PATH.gguf|HF-DIR] [--jsonl OUT.jsonl] [--plot OUT.png] [--json]
 
-For each of the first N questions, the offered functions become tools (BFCL's loose types
-mapped to JSON Schema: dict→object, float→number, tuple→array, any→unconstrained) and the
-model answers ONE turn:
+The first N questions (from --offset) of each category of the BFCL v4 dev split in
+$SDK_BFCL_DIR (default /work/shared/bfcl-dev):
+
+- multiple: several functions offered, one correct call;
+- parallel: one function offered, several calls of it expected in one turn (any order);
+- irrelevance: no offered function fits; the right behaviour is to make NO call.
+
+The offered functions become tools (BFCL's loose types mapped to JSON Schema: dict→object,
+float→number, tuple→array, any→unconstrained) and the model answers ONE turn, greedy:
 
 - required: `Agent(tool_choice="required")`: the turn must be a call, under the grammar;
 - auto: `Agent(tool_choice="auto")`: the model may call (under the grammar) or write text;
-- unconstrained: the same prompt, plain generation, calls parsed out of the text afterwards.
+- unconstrained: the same prompt, plain generation, calls parsed out of the text afterwards;
+- xgrammar: the same prompt, XGrammar's HF logits processor forcing the whole reply to be
+  `<tool_call>` blocks around the same call-body JSON Schema, laid out with the style's
+  separators (one forward pass per token, no fast-forward).
 
-Reported per mode: parsed (a call was found, its JSON decoded and its function offered),
-schema-valid (its arguments validate against the function's schema), correct (BFCL's
-ground truth: same function, every argument value acceptable, omitted only where allowed),
-and seconds per question.
+Parallel questions allow several calls (`parallel_tool_calls=True`; xgrammar: one or more
+blocks separated by a newline), the other categories one. Each --styles entry is passed to
+the agent as `call_style=` (auto: resolved for the model; compact `{"a":1}`; spaced
+`{"a": 1}`; flexible: bounded free whitespace; a `:noheal` suffix, e.g. `compact:noheal`,
+turns token healing off: that pair is the SDK's default before this bench). Unconstrained and xgrammar use the agent's
+resolved format for the prompt; a style that changes neither their prompt nor (xgrammar)
+the separators reuses the earlier style's run.
+
+Reported per category × mode × style: parsed (the first call, for parallel every call,
+decoded and its function offered), valid (its arguments validate against the schema),
+correct (multiple: BFCL's AST match: same function, every argument value acceptable, omitted
+only where allowed; parallel: "count" = the right number of calls, "all ok" = each expected
+call matched by exactly one produced call, in any order; irrelevance: "no call"), called
+(share of questions answered with at least one call: auto mode's calling rate), lost (calls
+lost when max_tokens ran out inside a call / of those, turns ending in a whitespace run),
+seconds and tokens per question, and noncanon (share of calls whose generated token ids
+differ from the tokenizer's own encoding of the call's text; n/a when the agent does not
+report the turn's ids). xgrammar with the flexible style allows any JSON whitespace.
+--auto-call-bias and --reasoning-tokens are passed to the agent as they are.
 """
 
 from __future__ import annotations
@@ -26,16 +52,19 @@ import statistics
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 DATA_DIR = Path(os.environ.get("SDK_BFCL_DIR", "/work/shared/bfcl-dev"))
 QUESTIONS = "BFCL_v4_multiple.jsonl"
 ANSWERS = "BFCL_v4_multiple.answers.jsonl"
-MODES = ("required", "auto", "unconstrained")
+CATEGORIES = ("multiple", "parallel", "irrelevance")
+SDK_MODES = ("required", "auto")
+MODES = (*SDK_MODES, "unconstrained", "xgrammar")
+STYLES = ("auto", "compact", "spaced", "flexible")
 
 _TYPE_MAP = {"dict": "object", "float": "number", "tuple": "array"}
 
@@ -181,149 +210,612 @@ def is_correct(name: str, args: Any, truth: Mapping[str, Any]) -> bool:
     return _args_ok(args, truth[name])
 
 
-# ------------------------------------------------------------------------------ running
+Call = tuple[str, Any]  # (function name, decoded arguments); name "" when undecodable
 
 
-@dataclass
-class Outcome:
-    parsed: bool = False
-    valid: bool = False
-    correct: bool = False
-    seconds: float = 0.0
-    tokens: int = 0
-    forward_passes: int = 0
-    text: str = ""
+def call_status(call: Call, tools: Mapping[str, RawTool]) -> tuple[bool, bool]:
+    """(parsed, valid): the function is offered / its arguments validate."""
+    name, args = call
+    tool = tools.get(name)
+    if tool is None:
+        return False, False
+    try:
+        tool.validate_args(args)
+    except (ValidationError, ValueError, TypeError):
+        return True, False
+    return True, True
+
+
+def match_calls(calls: Sequence[Call], truth: Sequence[Mapping[str, Any]]) -> bool:
+    """Exactly `len(truth)` calls, and a one-to-one assignment in which every expected call
+    is matched (`is_correct`) by its own produced call, in any order."""
+    if len(calls) != len(truth):
+        return False
+    ok = [[is_correct(name, args, t) for t in truth] for name, args in calls]
+    owner: list[int | None] = [None] * len(truth)
+
+    def assign(i: int, seen: set[int]) -> bool:  # augmenting path (Kuhn's matching)
+        for j, fits in enumerate(ok[i]):
+            if fits and j not in seen:
+                seen.add(j)
+                prev = owner[j]
+                if prev is None or assign(prev, seen):
+                    owner[j] = i
+                    return True
+        return False
+
+    return all(assign(i, set()) for i in range(len(calls)))
+
+
+# ------------------------------------------------------------------------------ data
+
+
+@dataclass(frozen=True)
+class Item:
+    """One question: its prompt, offered tools and expected calls (none for irrelevance)."""
+
+    category: str
+    id: str
+    prompt: str
+    tools: dict[str, RawTool]
+    truth: list[dict[str, Any]]
 
 
 def _load(n: int, offset: int = 0) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The raw "multiple" (question, answer) pairs (also used by `sdk.bench.e2e`)."""
     qs = [json.loads(line) for line in (DATA_DIR / QUESTIONS).open()][offset : offset + n]
     answers = {a["id"]: a for a in (json.loads(line) for line in (DATA_DIR / ANSWERS).open())}
     return [(q, answers[q["id"]]) for q in qs]
 
 
-def _score(
-    name: str, args: Any, tools: Mapping[str, RawTool], truth: Mapping[str, Any], out: Outcome
-) -> None:
-    tool = tools.get(name)
-    out.parsed = tool is not None
-    if tool is None:
-        return
-    try:
-        tool.validate_args(args)
-        out.valid = True
-    except (ValidationError, ValueError):
-        out.valid = False
-    out.correct = out.valid and is_correct(name, args, truth)
-
-
-def run_question(
-    backend: Any, question: dict[str, Any], answer: dict[str, Any], mode: str, max_tokens: int
-) -> Outcome:
-    from sdk._agent_errors import UnexpectedModelBehavior
-    from sdk.agent import Agent
-    from sdk.decoding import HERMES, TurnRequest, generate_turn
-    from sdk.errors import SDKError
-    from sdk.messages import Message
-
-    tools = {t.name: t for t in (RawTool.from_bfcl(f) for f in question["function"])}
-    prompt = question["question"][0][-1]["content"]
-    truth = answer["ground_truth"][0]
-    out = Outcome()
-    start = time.perf_counter()
-    if mode == "unconstrained":
-        request = TurnRequest(messages=[Message.user(prompt)], tools=list(tools.values()))
-        turn = generate_turn(
-            backend.begin_turn(request),
-            None,
-            backend.index,
-            backend.tokenizer,
-            max_tokens=max_tokens,
+def load(category: str, n: int, offset: int = 0, data_dir: Path | None = None) -> list[Item]:
+    """The first `n` questions of `category` from `offset`, with their ground truth."""
+    base = (data_dir or DATA_DIR) / f"BFCL_v4_{category}"
+    with open(f"{base}.jsonl", encoding="utf-8") as f:
+        qs = [json.loads(line) for line in f][offset : offset + n]
+    answers: dict[str, Any] = {}
+    if category != "irrelevance":
+        with open(f"{base}.answers.jsonl", encoding="utf-8") as f:
+            answers = {a["id"]: a["ground_truth"] for a in map(json.loads, f)}
+    return [
+        Item(
+            category,
+            q["id"],
+            q["question"][0][-1]["content"],
+            {t.name: t for t in (RawTool.from_bfcl(fn) for fn in q["function"])},
+            list(answers.get(q["id"], [])),
         )
-        out.text, out.tokens = turn.text, turn.usage.completion_tokens
-        out.forward_passes = turn.usage.forward_passes
-        calls = [c for c in HERMES.parse(turn.text) if c.error is None]
-        if calls:
-            _score(calls[0].name, calls[0].arguments, tools, truth, out)
+        for q in qs
+    ]
+
+
+# ------------------------------------------------------------------------------ outcomes
+
+
+@dataclass
+class Outcome:
+    """One (question, mode, style) run; `correct` is the category's headline criterion."""
+
+    category: str = ""
+    id: str = ""
+    mode: str = ""
+    style: str = ""
+    parsed: bool = False
+    valid: bool = False
+    correct: bool = False
+    called: bool = False
+    n_calls: int = 0
+    n_expected: int = 0
+    count_ok: bool = False  # parallel: as many calls as expected
+    all_correct: bool = False  # parallel: every expected call matched by exactly one call
+    truncated: bool = False  # max_tokens ran out inside a call
+    whitespace_run: bool = False  # ... and the text ends in a run of whitespace
+    calls_lost: int = 0
+    calls_checked: int | None = None  # calls whose ids were compared (None: ids unknown)
+    calls_noncanonical: int | None = None
+    seconds: float = 0.0
+    tokens: int = 0
+    forward_passes: int = 0
+    error: str | None = None
+    reused_from: str | None = None  # the style whose identical run this copies
+    text: str = ""
+
+
+# A turn cut off in a whitespace run: blank lines, or a long run of spaces (one indentation
+# step of pretty-printed JSON is not a run).
+_WS_RUN = re.compile(r"(?:\n[^\S\n]*\n\s*|\s{24,})\Z")
+
+
+def score(out: Outcome, item: Item, calls: Sequence[Call]) -> Outcome:
+    """Fill `out`'s call-quality fields from the turn's `calls` (truncation already set)."""
+    out.n_calls, out.n_expected = len(calls), len(item.truth)
+    out.called = bool(calls) or out.calls_lost > 0
+    status = [call_status(c, item.tools) for c in calls]
+    if item.category == "parallel":
+        out.parsed = bool(calls) and all(p for p, _ in status)
+        out.valid = out.parsed and all(v for _, v in status)
+        out.count_ok = len(calls) == len(item.truth)
+        out.all_correct = out.valid and match_calls(calls, item.truth)
+        out.correct = out.all_correct
+        return out
+    if calls:
+        out.parsed, out.valid = status[0]
+    if item.category == "irrelevance":
+        out.correct = not out.called
     else:
+        name, args = calls[0] if calls else ("", None)
+        out.correct = out.valid and bool(item.truth) and is_correct(name, args, item.truth[0])
+    return out
+
+
+def _mark_truncated(out: Outcome, text: str, lost: int) -> None:
+    out.truncated = True
+    out.calls_lost = lost
+    out.whitespace_run = bool(_WS_RUN.search(text))
+
+
+# ------------------------------------------------------------------------------ running
+
+
+@dataclass(frozen=True)
+class Options:
+    """What every run shares (the CLI's pass-through options)."""
+
+    max_tokens: int = 192
+    auto_call_bias: float | None = None
+    reasoning_tokens: int | None = None
+
+    def agent_kwargs(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        if self.auto_call_bias is not None:
+            extra["auto_call_bias"] = self.auto_call_bias
+        if self.reasoning_tokens is not None:
+            extra["reasoning_tokens"] = self.reasoning_tokens
+        return extra
+
+
+def _separators(fmt: Any) -> tuple[str, str] | None:
+    """The resolved format's body separators (None: flexible whitespace)."""
+    seps = fmt.style.separators
+    return None if seps is None else (str(seps[0]), str(seps[1]))
+
+
+class Runner:
+    """Runs questions on one local backend in every mode and style."""
+
+    def __init__(self, backend: Any, options: Options, *, xgrammar: bool = False) -> None:
+        from ._bfcl_peers import XgrammarDriver
+
+        self.backend = backend
+        self.options = options
+        _ = backend.index  # built (or loaded) once, before any timing
+        self.xgrammar = XgrammarDriver(backend) if xgrammar else None
+        self.formats: dict[str, Any] = {}  # style -> the agent's resolved ToolCallFormat
+
+    def _agent(self, item: Item, tool_choice: str, style: str) -> Any:
+        from sdk.agent import Agent
+
+        base, heal = style_parts(style)
+        return Agent(
+            self.backend,
+            tools=list(item.tools.values()),
+            tool_choice=tool_choice,
+            parallel_tool_calls=item.category == "parallel",
+            max_tokens=self.options.max_tokens,
+            call_style=cast(Any, base),  # a name checked by the CLI
+            token_healing=heal,
+            **self.options.agent_kwargs(),
+        )
+
+    def format_for(self, style: str, item: Item) -> Any:
+        """The format an agent with `call_style=style` prompts with (resolved for the model)."""
+        if style not in self.formats:
+            self.formats[style] = self._agent(item, "none", style).resolved_format()
+        return self.formats[style]
+
+    def _alignment(self, out: Outcome, ids: Sequence[int] | None) -> None:
+        from ._bfcl_peers import noncanonical_calls
+
+        if ids is None:
+            return
+        tok = self.backend.tokenizer
+        flags = noncanonical_calls(
+            list(ids),
+            self.backend.index.token_bytes,
+            lambda text: tok.encode(text, add_special_tokens=False),
+        )
+        out.calls_checked, out.calls_noncanonical = len(flags), sum(flags)
+
+    def run_sdk(self, item: Item, mode: str, style: str) -> Outcome:
+        from sdk._agent_errors import TruncationError, UnexpectedModelBehavior
+        from sdk.errors import SDKError
+
+        from ._bfcl_peers import OPENER
+
+        out = Outcome(item.category, item.id, mode, style)
+        calls: list[Call] = []
+        start = time.perf_counter()
         try:
-            agent = Agent(
-                backend,
-                tools=list(tools.values()),
-                tool_choice=mode,
-                parallel_tool_calls=False,
-                max_tokens=max_tokens,
-            )
-            result = agent.plan_sync(prompt)
-        except UnexpectedModelBehavior as exc:  # truncated inside the call
-            out.text = exc.raw_output or ""
+            result = self._agent(item, mode, style).plan_sync(item.prompt)
+        except TruncationError as exc:  # max_tokens ran out inside a call: the turn is lost
+            out.text, out.tokens = exc.partial_text, self.options.max_tokens
+            _mark_truncated(out, exc.partial_text, max(1, exc.partial_text.count(OPENER)))
+        except UnexpectedModelBehavior as exc:
+            out.text, out.error = exc.raw_output or "", f"{type(exc).__name__}: {exc}"[:300]
         except SDKError as exc:  # a schema the grammar compiler rejects: counted as a miss
-            out.text = f"<{type(exc).__name__}: {exc}>"
+            out.error = f"{type(exc).__name__}: {exc}"[:300]
         else:
             out.text = result.output
             out.tokens = result.usage.completion_tokens
             out.forward_passes = result.usage.forward_passes
-            if result.tool_calls:
-                first = result.tool_calls[0]
-                _score(first.name, json.loads(first.raw), tools, truth, out)
-    out.seconds = time.perf_counter() - start
-    return out
+            for c in result.tool_calls:
+                try:
+                    args = json.loads(c.raw)
+                except ValueError:
+                    args = None
+                calls.append((c.name, args))
+            meta = result.messages[-1].metadata if result.messages else {}
+            self._alignment(out, meta.get("token_ids"))
+        out.seconds = time.perf_counter() - start
+        return score(out, item, calls)
+
+    def run_peer(self, item: Item, mode: str, style: str) -> Outcome:
+        from sdk.decoding import TurnRequest
+        from sdk.decoding.turn_grammar import call_body_schema
+        from sdk.messages import Message
+
+        from ._bfcl_peers import CLOSER, OPENER, PeerTurn, run_unconstrained
+
+        fmt = self.format_for(style, item)
+        request = TurnRequest(
+            messages=[Message.user(item.prompt)],
+            tools=list(item.tools.values()),
+            tool_choice="required",
+            fmt=fmt,
+        )
+        out = Outcome(item.category, item.id, mode, style)
+        start = time.perf_counter()
+        try:
+            if mode == "xgrammar":
+                if self.xgrammar is None:
+                    raise RuntimeError("the Runner was built without xgrammar")
+                compiled = self.xgrammar.compile(
+                    call_body_schema(list(item.tools.values())),
+                    _separators(fmt),
+                    item.category == "parallel",
+                )
+                turn = self.xgrammar.run(self.backend, request, compiled, self.options.max_tokens)
+            else:
+                turn = run_unconstrained(self.backend, request, self.options.max_tokens)
+        except Exception as exc:  # noqa: BLE001 - a schema a peer refuses etc.: a miss
+            turn = PeerTurn("", finish="error", error=f"{type(exc).__name__}: {exc}"[:300])
+        out.seconds = time.perf_counter() - start
+        out.text, out.tokens, out.forward_passes = (
+            turn.text,
+            len(turn.token_ids),
+            turn.forward_passes,
+        )
+        out.error = turn.error
+        if turn.finish == "length" and turn.text.rfind(OPENER) > turn.text.rfind(CLOSER):
+            _mark_truncated(out, turn.text, 1)
+        if turn.token_ids:
+            self._alignment(out, turn.token_ids)
+        calls = [
+            (c.name, c.arguments) if c.error is None else ("", None) for c in fmt.parse(turn.text)
+        ]
+        return score(out, item, calls)
+
+    def _prompt_key(self, item: Item, style: str) -> Any:
+        from sdk.backends.transformers import render_prompt
+        from sdk.decoding import TurnRequest
+        from sdk.messages import Message
+
+        fmt = self.format_for(style, item)
+        request = TurnRequest(
+            messages=[Message.user(item.prompt)],
+            tools=list(item.tools.values()),
+            tool_choice="required",
+            fmt=fmt,
+        )
+        render = getattr(self.backend, "render", None)
+        if callable(render):
+            return tuple(render(request))
+        return render_prompt(self.backend.tokenizer, request)
+
+    def run_item(self, item: Item, modes: Sequence[str], styles: Sequence[str]) -> list[Outcome]:
+        """Every (style, mode) of one question; unconstrained/xgrammar runs are shared by
+        styles giving the same prompt (and, for xgrammar, the same separators)."""
+        outs: list[Outcome] = []
+        shared: dict[Any, Outcome] = {}
+        for style in styles:
+            for mode in modes:
+                if mode in SDK_MODES:
+                    outs.append(self.run_sdk(item, mode, style))
+                    continue
+                seps = _separators(self.format_for(style, item)) if mode == "xgrammar" else None
+                key = (mode, self._prompt_key(item, style), seps)
+                first = shared.get(key)
+                if first is not None:
+                    outs.append(replace(first, style=style, reused_from=first.style))
+                    continue
+                shared[key] = self.run_peer(item, mode, style)
+                outs.append(shared[key])
+        return outs
 
 
-def main(argv: list[str] | None = None) -> int:
+# ------------------------------------------------------------------------------ report
+
+
+def summarize(outcomes: Sequence[Outcome]) -> dict[str, dict[str, dict[str, Any]]]:
+    """category -> "mode/style" -> aggregated numbers (shares in [0, 1])."""
+    groups: dict[tuple[str, str], list[Outcome]] = {}
+    for o in outcomes:
+        groups.setdefault((o.category, f"{o.mode}/{o.style}"), []).append(o)
+    report: dict[str, dict[str, dict[str, Any]]] = {}
+    for (category, key), rs in groups.items():
+        n = len(rs)
+
+        def share(flag: str, rs: list[Outcome] = rs, n: int = n) -> float:
+            return round(sum(bool(getattr(r, flag)) for r in rs) / n, 3)
+
+        checked = [r for r in rs if r.calls_checked is not None]
+        n_checked = sum(r.calls_checked or 0 for r in checked)
+        s: dict[str, Any] = {
+            "mode": rs[0].mode,
+            "style": rs[0].style,
+            "n": n,
+            "parsed": share("parsed"),
+            "valid": share("valid"),
+            "correct": share("correct"),
+            "called": share("called"),
+            "no_call": round(1 - share("called"), 3),
+            "truncated": sum(r.truncated for r in rs),
+            "calls_lost": sum(r.calls_lost for r in rs),
+            "calls_lost_whitespace": sum(r.calls_lost for r in rs if r.whitespace_run),
+            "errors": sum(r.error is not None for r in rs),
+            "reused": sum(r.reused_from is not None for r in rs),
+            "s_per_question": round(statistics.fmean(r.seconds for r in rs), 3),
+            "tokens_per_question": round(statistics.fmean(r.tokens for r in rs), 1),
+            "calls_checked": n_checked if checked else None,
+            "noncanonical": (
+                round(sum(r.calls_noncanonical or 0 for r in checked) / n_checked, 3)
+                if n_checked
+                else None
+            ),
+        }
+        if category == "parallel":
+            s["count_ok"] = share("count_ok")
+            s["all_correct"] = share("all_correct")
+        report.setdefault(category, {})[key] = s
+    return report
+
+
+_COLUMNS: dict[str, list[tuple[str, str]]] = {
+    "multiple": [
+        ("parsed", "parsed"),
+        ("valid", "valid"),
+        ("correct", "correct"),
+        ("called", "called"),
+    ],
+    "parallel": [
+        ("parsed", "parsed"),
+        ("valid", "valid"),
+        ("count_ok", "count"),
+        ("all_correct", "all ok"),
+        ("called", "called"),
+    ],
+    "irrelevance": [("no_call", "no call"), ("parsed", "parsed"), ("valid", "valid")],
+}
+HEADLINE = {"multiple": "correct", "parallel": "all calls correct", "irrelevance": "no call"}
+
+
+def _cell(value: Any, pct: bool, missing: str = "n/a") -> str:
+    if value is None:
+        return missing
+    return f"{100 * value:.0f}%" if pct else f"{value}"
+
+
+def format_tables(report: Mapping[str, Mapping[str, Mapping[str, Any]]], header: str) -> str:
+    """One table per category; shares as percentages."""
+    lines = [header]
+    for category, rows in report.items():
+        cols = _COLUMNS.get(category, _COLUMNS["multiple"])
+        lines.append(f"\n{category}")
+        lines.append(
+            f"{'mode':<14}{'style':<10}{'n':>4}"
+            + "".join(f"{title:>9}" for _, title in cols)
+            + f"{'lost':>8}{'s/q':>8}{'tok/q':>8}{'noncanon':>10}"
+        )
+        for s in rows.values():
+            lost = f"{s['calls_lost']}/{s['calls_lost_whitespace']}"
+            style = f"{s['style']}*" if s["reused"] else s["style"]
+            lines.append(
+                f"{s['mode']:<14}{style:<10}{s['n']:>4}"
+                + "".join(f"{_cell(s.get(key), True):>9}" for key, _ in cols)
+                + f"{lost:>8}{s['s_per_question']:>8.2f}{s['tokens_per_question']:>8.1f}"
+                + f"{_cell(s['noncanonical'], True, '-' if s['calls_checked'] == 0 else 'n/a'):>10}"
+            )
+    lines.append(
+        "\nlost: calls lost to max_tokens running out inside a call / of those, in turns "
+        "ending in a whitespace run; noncanon: calls whose token ids differ from the "
+        "tokenizer's encoding of their text (-: no calls; n/a: ids not reported); style*: "
+        "runs shared with an earlier style (same prompt and separators)"
+    )
+    return "\n".join(lines)
+
+
+def plot(path: str, report: Mapping[str, Mapping[str, Mapping[str, Any]]], title: str) -> bool:
+    """Grouped bars of each category's headline share per mode × style; False (and a note
+    on stderr) when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"bfcl: matplotlib is not installed; no plot written to {path}", file=sys.stderr)
+        return False
+    categories = list(report)
+    series: list[str] = []
+    for rows in report.values():
+        series += [k for k in rows if k not in series]
+    width = 0.8 / max(len(series), 1)
+    fig, ax = plt.subplots(figsize=(max(7.0, 2.5 + 0.35 * len(series) * len(categories)), 4))
+    for k, key in enumerate(series):
+        xs = [i + (k - (len(series) - 1) / 2) * width for i in range(len(categories))]
+        vals = [100 * report[c][key]["correct"] if key in report[c] else 0.0 for c in categories]
+        bars = ax.bar(xs, vals, width, label=key)
+        ax.bar_label(bars, fmt="%.0f", fontsize=7)
+    ax.set_xticks(range(len(categories)))
+    ax.set_xticklabels([f"{c}\n({HEADLINE.get(c, 'correct')})" for c in categories])
+    ax.set_ylabel("% of questions")
+    ax.set_ylim(0, 105)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+# ------------------------------------------------------------------------------ CLI
+
+
+def style_parts(style: str) -> tuple[str, bool]:
+    """A --styles entry as (call style, token healing): `compact:noheal` turns healing off,
+    which with the compact style is the SDK's behaviour before call styles existed."""
+    base, _, flag = style.partition(":")
+    return base, flag != "noheal"
+
+
+def _split(
+    value: str, allowed: Sequence[str], what: str, parser: argparse.ArgumentParser
+) -> list[str]:
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    ok = {*allowed, *(f"{a}:noheal" for a in allowed)} if what == "styles" else set(allowed)
+    bad = [v for v in items if v not in ok]
+    if bad or not items:
+        parser.error(f"unknown {what} {bad}; choose from {list(allowed)}")
+    return items
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m sdk.bench bfcl",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--n", type=int, default=50, help="first N questions (default 50)")
+    parser.add_argument("--n", type=int, default=50, help="questions per category (default 50)")
     parser.add_argument("--offset", type=int, default=0, help="skip this many questions first")
+    parser.add_argument("--categories", default=",".join(CATEGORIES), help="comma-separated")
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes")
+    parser.add_argument("--styles", default="auto", help="comma-separated call styles")
     parser.add_argument("--model", default="smollm2", help="smollm2, gemma3, .gguf or HF dir")
     parser.add_argument("--max-tokens", type=int, default=192)
-    parser.add_argument("--jsonl", help="write one line per (question, mode) here")
+    parser.add_argument(
+        "--auto-call-bias", type=float, default=None, help="passed to Agent(auto_call_bias=...)"
+    )
+    parser.add_argument(
+        "--reasoning-tokens", type=int, default=None, help="passed to Agent(reasoning_tokens=...)"
+    )
+    parser.add_argument("--jsonl", help="one line per (category, question, mode, style)")
+    parser.add_argument("--plot", help="write a grouped bar chart PNG here (needs matplotlib)")
+    parser.add_argument("--json", action="store_true", help="print a final BENCH_JSON line")
     args = parser.parse_args(argv)
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    bad = [m for m in modes if m not in MODES]
-    if bad:
-        parser.error(f"unknown modes {bad}; choose from {list(MODES)}")
+    args.categories = _split(args.categories, CATEGORIES, "categories", parser)
+    args.modes = _split(args.modes, MODES, "modes", parser)
+    args.styles = _split(args.styles, STYLES, "styles", parser)
+    return args
 
+
+def _code(o: Outcome) -> str:
+    if o.correct:
+        return "C"
+    if o.truncated:
+        return "T"
+    if o.error is not None:
+        return "E"
+    return "V" if o.valid else "P" if o.parsed else "-"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     from sdk.backends.transformers import TransformersModel
 
     t0 = time.perf_counter()
     backend = TransformersModel.from_pretrained(args.model)
     print(f"model {args.model} loaded in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
-    data = _load(args.n, args.offset)
-    results: dict[str, list[Outcome]] = {m: [] for m in modes}
-    log = open(args.jsonl, "w") if args.jsonl else None  # noqa: SIM115 - closed below
+    modes: list[str] = args.modes
+    xgr = "xgrammar" in modes
+    options = Options(args.max_tokens, args.auto_call_bias, args.reasoning_tokens)
     try:
-        for i, (q, a) in enumerate(data):
-            for mode in modes:
-                o = run_question(backend, q, a, mode, args.max_tokens)
-                results[mode].append(o)
+        runner = Runner(backend, options, xgrammar=xgr)
+    except ImportError as exc:  # peers are optional
+        print(f"bfcl: xgrammar unavailable, mode skipped: {exc}", file=sys.stderr)
+        modes = [m for m in modes if m != "xgrammar"]
+        runner = Runner(backend, options)
+    outcomes: list[Outcome] = []
+    first: Item | None = None
+    log = open(args.jsonl, "w", encoding="utf-8") if args.jsonl else None  # noqa: SIM115
+    try:
+        for category in args.categories:
+            items = load(category, args.n, args.offset)
+            first = first or (items[0] if items else None)
+            for i, item in enumerate(items):
+                outs = runner.run_item(item, modes, args.styles)
+                outcomes += outs
                 if log is not None:
-                    log.write(json.dumps({"id": q["id"], "mode": mode, **o.__dict__}) + "\n")
+                    log.writelines(json.dumps(asdict(o), ensure_ascii=False) + "\n" for o in outs)
                     log.flush()
-            line = " ".join(
-                f"{m}={'C' if r[-1].correct else 'V' if r[-1].valid else 'P' if r[-1].parsed else '-'}"
-                for m, r in results.items()
-            )
-            print(f"[{i + 1}/{len(data)}] {q['id']}: {line}", file=sys.stderr, flush=True)
+                line = " ".join(f"{o.mode}/{o.style}={_code(o)}" for o in outs)
+                print(
+                    f"[{category} {i + 1}/{len(items)}] {item.id}: {line}",
+                    file=sys.stderr,
+                    flush=True,
+                )
     finally:
         if log is not None:
             log.close()
-    print(
-        f"\nBFCL multiple, {len(data)} questions from #{args.offset}, model {args.model}, greedy, "
-        f"max_tokens={args.max_tokens}"
+    resolved: dict[str, Any] = {}
+    if first is not None:
+        for style in args.styles:
+            st = runner.format_for(style, first).style
+            resolved[style] = {
+                "name": st.name,
+                "separators": _separators(runner.format_for(style, first)),
+            }
+    report = summarize(outcomes)
+    styles_text = ", ".join(
+        f"{k}→{v['name']} {v['separators']!r}" if k != v["name"] else k for k, v in resolved.items()
     )
-    print(f"{'mode':<14}{'parsed':>8}{'valid':>8}{'correct':>9}{'s/question':>12}{'tokens':>8}")
-    for mode, rs in results.items():
-        n = max(len(rs), 1)
-        print(
-            f"{mode:<14}{sum(r.parsed for r in rs) / n:>8.0%}{sum(r.valid for r in rs) / n:>8.0%}"
-            f"{sum(r.correct for r in rs) / n:>9.0%}"
-            f"{statistics.fmean(r.seconds for r in rs) if rs else 0:>12.2f}"
-            f"{statistics.fmean(r.tokens for r in rs) if rs else 0:>8.1f}"
+    header = (
+        f"BFCL {','.join(args.categories)}: n={args.n} per category from #{args.offset}, model "
+        f"{args.model}, greedy, max_tokens={args.max_tokens}, styles: {styles_text}"
+        + (f", auto_call_bias={args.auto_call_bias}" if args.auto_call_bias is not None else "")
+        + (
+            f", reasoning_tokens={args.reasoning_tokens}"
+            if args.reasoning_tokens is not None
+            else ""
         )
+    )
+    print(format_tables(report, header), flush=True)
+    if args.plot and plot(
+        args.plot, report, f"BFCL, {args.model}, greedy (python -m sdk.bench bfcl)"
+    ):
+        print(f"bfcl: plot written to {args.plot}", file=sys.stderr)
+    if args.json:
+        bench = {
+            "bench": "bfcl",
+            "model": args.model,
+            "n": args.n,
+            "offset": args.offset,
+            "max_tokens": args.max_tokens,
+            "auto_call_bias": args.auto_call_bias,
+            "reasoning_tokens": args.reasoning_tokens,
+            "styles": resolved,
+            "categories": report,
+        }
+        print("BENCH_JSON " + json.dumps(bench, separators=(",", ":")), flush=True)
     return 0
 
 

@@ -9,11 +9,14 @@ to models whose chat template has no tool support. The JSON body is the same for
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
+
+from sdk.decoding.call_style import SPACED, CallStyle
 
 __all__ = ["HERMES", "HermesFormat", "ParsedCall", "ToolCallFormat", "lark_literal"]
 
@@ -84,16 +87,28 @@ def _strip_property_titles(schema: Any) -> Any:
 
 
 class HermesFormat:
-    """Hermes / Qwen style: `<tool_call>\\n{"name":...,"arguments":...}\\n</tool_call>`.
+    """Hermes / Qwen style: `<tool_call>\\n{"name": ..., "arguments": ...}\\n</tool_call>`.
 
-    Several calls are separated by a newline. The JSON is compact (no spaces), matching the
-    turn grammar's `whitespace="compact"`, and the prompt shows it that way.
+    Several calls are separated by a newline. The body's layout is `style` (`CallStyle`,
+    `json.dumps`' spacing by default; the agent resolves it from the model's chat template):
+    the grammar, the rendered history and the prompt's example all follow it.
     """
 
     name = "hermes"
     opener = "<tool_call>"
     closer = "</tool_call>"
     _CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+
+    def __init__(self, style: CallStyle = SPACED) -> None:
+        self.style = style
+
+    def with_style(self, style: CallStyle) -> HermesFormat:
+        """A copy of this format whose calls are laid out in `style`."""
+        if style == self.style:
+            return self
+        other = copy.copy(self)
+        other.style = style
+        return other
 
     def call_rule(self, body_rule: str) -> str:
         return f"{lark_literal(self.opener + chr(10))} {body_rule} {lark_literal(chr(10) + self.closer)}"
@@ -122,9 +137,7 @@ class HermesFormat:
         return calls
 
     def render_call(self, name: str, arguments: Any) -> str:
-        body = json.dumps(
-            {"name": name, "arguments": arguments}, ensure_ascii=False, separators=(",", ":")
-        )
+        body = self.style.dumps({"name": name, "arguments": arguments})
         return f"{self.opener}\n{body}\n{self.closer}"
 
     def tools_prompt(self, tools: Sequence[Mapping[str, Any]]) -> str:
@@ -138,7 +151,9 @@ class HermesFormat:
             f"<tools>\n{lines}\n</tools>\n"
             "For each function call, return a JSON object with the function name and arguments "
             "within <tool_call></tool_call> XML tags, like this:\n"
-            '<tool_call>\n{"name":<function-name>,"arguments":<args-dict>}\n</tool_call>'
+            + self.render_call("<function-name>", "<args-dict>")
+            .replace('"<function-name>"', "<function-name>")
+            .replace('"<args-dict>"', "<args-dict>")
         )
 
     def tool_result_text(self, name: str, content: str) -> str:

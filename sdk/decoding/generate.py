@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sdk._agent_errors import UnexpectedModelBehavior
+from sdk.decoding._alignment import give_back_extendable
+from sdk.decoding._gate import CallGate, GateRun
 from sdk.decoding.formats import HERMES, ParsedCall, ToolCallFormat
 from sdk.errors import MatcherError
 from sdk.result import Usage
@@ -139,14 +141,32 @@ def _valid_utf8_prefix(data: bytes) -> str:
 
 
 def forced_token_ids(
-    matcher: Matcher, index: TokenizerIndex, tokenizer: Any, budget: int
+    matcher: Matcher,
+    index: TokenizerIndex,
+    tokenizer: Any,
+    budget: int,
+    *,
+    heal: bool = True,
+    committed: bytes = b"",
 ) -> list[int]:
     """Tokenize the matcher's forced bytes and advance through them (at most `budget` tokens).
 
     Keeps only the prefix whose tokens spell forced bytes exactly and that the matcher accepts,
-    so the appended tokens are always ones the model could have sampled.
+    so the appended tokens are always ones the model could have sampled. With `heal`, trailing
+    tokens that an allowed token could run past are given back to the model
+    (`_alignment.give_back_extendable`): forced text ends where the model's own tokens would.
+    `committed`: bytes the caller decided must come next (the rest of a call opener), forced
+    together with whatever the grammar forces after them.
     """
-    forced = matcher.forced_bytes()
+    if committed:
+        probe = matcher.fork()
+        try:
+            probe.advance_bytes(committed)
+        except MatcherError:
+            committed = b""
+        else:
+            committed += probe.forced_bytes()
+    forced = committed or matcher.forced_bytes()
     if not forced or budget <= 0:
         return []
     text = _valid_utf8_prefix(forced)
@@ -166,6 +186,8 @@ def forced_token_ids(
             break
         taken.append(tid)
         pos += len(piece)
+    if heal:
+        del taken[give_back_extendable(matcher, index, taken) :]
     return taken
 
 
@@ -192,10 +214,19 @@ def generate_turn(
     max_tokens: int,
     sampling: SamplingConfig = SamplingConfig(),  # noqa: B008 - frozen dataclass
     fast_forward: bool = True,
+    gate: CallGate | None = None,
+    heal: bool = True,
 ) -> TurnOutput:
     """Generate one turn. Raises `UnexpectedModelBehavior` if the grammar leaves no token the
     model may pick (only scripted test models can get there: a real model's full distribution
-    always meets a non-empty mask)."""
+    always meets a non-empty mask).
+
+    `gate` steers call boundaries (the "auto" call decision, a reasoning budget): see
+    `sdk.decoding._gate`. `heal`: forced runs end where the model's own tokens would
+    (`forced_token_ids`). `finish_reason` is "length" when `max_tokens` ran out; the caller
+    decides whether the cut fell inside a value (the agent raises `TruncationError` then, even
+    when the cut happens to leave text the grammar accepts).
+    """
     import torch
 
     usage = Usage(prompt_tokens=len(session.prompt_ids))
@@ -205,6 +236,8 @@ def generate_turn(
         if sampling.seed is not None:
             generator.manual_seed(sampling.seed)
     eos = index.eos_ids
+    tb = index.token_bytes
+    steer = GateRun(gate, index) if gate is not None and matcher is not None else None
     out: list[int] = []
     finish = "length"
     t_start = time.perf_counter()
@@ -221,6 +254,8 @@ def generate_turn(
                     matcher.apply_to_logits(logits)
                 except MatcherError as exc:  # dead state: cannot happen with a sound grammar
                     raise _rejected(index, out, str(exc)) from exc
+                if steer is not None:
+                    steer.steer(logits)
                 mask_time += time.perf_counter() - t0
                 if bool(torch.isneginf(logits).all()):
                     raise _rejected(index, out, "the grammar allows none of the model's tokens")
@@ -236,10 +271,20 @@ def generate_turn(
             out.append(tid)
             feed = [tid]
             if matcher is not None and fast_forward:
-                forced = forced_token_ids(matcher, index, tokenizer, max_tokens - len(out))
+                committed = steer.committed(tb[tid]) if steer is not None else b""
+                forced = forced_token_ids(
+                    matcher,
+                    index,
+                    tokenizer,
+                    max_tokens - len(out),
+                    heal=heal,
+                    committed=committed,
+                )
                 feed += forced
                 out += forced
                 usage.forced_tokens += len(forced)
+            if steer is not None:
+                steer.after(index.decode_bytes(feed), len(feed))
             terminated = matcher is not None and matcher.is_terminated()
             mask_time += time.perf_counter() - t0
             if terminated:
@@ -255,7 +300,7 @@ def generate_turn(
     usage.mask_time_s = mask_time
     usage.generation_time_s = time.perf_counter() - t_start
     text = index.decode_bytes(out).decode("utf-8", errors="replace")
-    accepting = matcher is None or matcher.is_accepting() or finish == "stop"
+    accepting = matcher is None or finish == "stop" or matcher.is_accepting()
     return TurnOutput(text, out, finish, accepting, usage)
 
 

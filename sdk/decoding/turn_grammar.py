@@ -13,13 +13,15 @@ are then prefixed (`cb_`/`CB_`, output: `out_`/`OUT_`), so they can never collid
 rules written here. Modes:
 
 - `"required"` / a tool name: `start: call (SEP call)*` (a name offers that tool only;
-  without parallel calls, `start: call`);
+  without parallel calls, `start: call`); with reasoning, `start: TEXT? call ...`;
 - `"auto"`: `start: TEXT? (call TEXT?)*`, where TEXT is any text that does not contain the
   call opener: free text is unconstrained, writing the opener enters the call grammar, and a
   call once opened must be completed validly. With an `output_type`: `start: calls | output`;
 - `"none"`: no grammar (tools are not offered), unless an `output_type` constrains the reply.
 
-Compiled grammars are cached per (format, mode, tool schemas, output schema).
+The JSON of call bodies and typed outputs is laid out in the format's `CallStyle` (compact,
+`json.dumps` spacing, bounded flexible or custom separators), exactly. Compiled grammars are
+cached per (format, style, mode, tool schemas, output schema).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from sdk.decoding.call_style import COMPACT, CallStyle
 from sdk.decoding.formats import HERMES, ToolCallFormat
 
 if TYPE_CHECKING:
@@ -171,10 +174,21 @@ def prefix_lark_names(text: str, prefix: str) -> str:
     return "".join(out)
 
 
-def _schema_lark(schema: Any, prefix: str) -> str:
+def format_style(fmt: ToolCallFormat) -> CallStyle:
+    """The body layout of `fmt` (formats without a `style` write compact JSON)."""
+    style = getattr(fmt, "style", None)
+    return style if isinstance(style, CallStyle) else COMPACT
+
+
+def _schema_lark(schema: Any, prefix: str, style: CallStyle) -> str:
     from sdk.grammar import compile_schema
 
-    sg = compile_schema(schema, whitespace="compact", close_objects=True)
+    sg = compile_schema(
+        schema,
+        whitespace=style.whitespace,
+        separators=style.separators,
+        close_objects=True,
+    )
     return prefix_lark_names(sg.lark, prefix)
 
 
@@ -193,13 +207,19 @@ def _turn_lark(
     output_schema: Mapping[str, Any] | None,
     fmt: ToolCallFormat,
     parallel: bool,
+    reasoning: bool = False,
 ) -> str:
     parts: list[str] = []
     if mode == "output":
         parts.append("start: out_start")
     else:
         calls = f"call ({fmt.separator_rule()} call)*" if parallel else "call"
-        if mode == "required":
+        if mode == "required" and reasoning:
+            # Free text first (never containing the opener), then the call(s); the decoding
+            # loop bounds the text by a token budget (`CallGate.budget`).
+            parts.append(f"start: TEXT? {calls}")
+            parts.append("TEXT: " + _text_regex(fmt))
+        elif mode == "required":
             parts.append(f"start: {calls}")
         elif output_schema is not None:
             parts.append(f"start: {calls} | out_start")
@@ -209,9 +229,9 @@ def _turn_lark(
             # TEXT: anything that never contains the opener (see grammar-dialect.md, lookahead).
             parts.append("TEXT: " + _text_regex(fmt))
         parts.append(f"call: {fmt.call_rule('cb_start')}")
-        parts.append(_schema_lark(call_body_schema(tools), "cb_"))
+        parts.append(_schema_lark(call_body_schema(tools), "cb_", format_style(fmt)))
     if output_schema is not None:
-        parts.append(_schema_lark(dict(output_schema), "out_"))
+        parts.append(_schema_lark(dict(output_schema), "out_", format_style(fmt)))
     return "\n".join(parts) + "\n"
 
 
@@ -229,11 +249,13 @@ def build_turn_grammar(
     fmt: ToolCallFormat = HERMES,
     *,
     parallel_tool_calls: bool = True,
+    reasoning: bool = False,
 ) -> TurnGrammar:
     """The (cached) grammar of one assistant turn. Raises `ValueError` for a bad `tool_choice`.
 
     `output_schema` is the JSON Schema of a structured final reply (None: free text).
     `parallel_tool_calls=False` allows at most one call per turn (the turn ends after it).
+    `reasoning`: a required call may follow free text (the caller bounds its length).
     """
     names = tuple(t.name for t in tools)
     if tool_choice not in ("auto", "required", "none"):
@@ -255,8 +277,10 @@ def build_turn_grammar(
         [
             fmt.name,
             fmt.opener,
+            format_style(fmt),
             mode,
             parallel_tool_calls,
+            reasoning and mode == "required",
             [[t.name, t.json_schema] for t in tools],
             output_schema,
         ],
@@ -270,7 +294,7 @@ def build_turn_grammar(
             return hit
     from sdk.engine.grammar import CompiledGrammar
 
-    text = _turn_lark(tools, mode, output_schema, fmt, parallel_tool_calls)
+    text = _turn_lark(tools, mode, output_schema, fmt, parallel_tool_calls, reasoning)
     turn = TurnGrammar(
         mode, text, CompiledGrammar.from_lark(text), names, output_schema is not None
     )

@@ -99,11 +99,15 @@ def lark_regex(regex: str) -> str:
 
 
 class Emitter:
-    def __init__(self, norm: Normalized, whitespace: str) -> None:
+    def __init__(
+        self, norm: Normalized, whitespace: str, separators: tuple[str, str] = (",", ":")
+    ) -> None:
         self.defs = norm.defs
         self.usage = norm.usage
         self.leaves = Leaves(norm.usage)
         self.flexible = whitespace == "flexible"
+        # Fixed text of the item (",") and key (":") separators when not flexible.
+        self.fixed = {",": separators[0], ":": separators[1]}
         self.names = Names()
         for n in ("start", "json_value", "json_object", "json_array"):
             self.names.reserve(n)
@@ -138,7 +142,7 @@ class Emitter:
 
     def _punct(self, ch: str) -> str:
         if not self.flexible:
-            return json.dumps(ch)
+            return json.dumps(self.fixed.get(ch, ch))
         esc = "\\" + ch if ch in "{}[]" else ch
         if ch in "{[":
             return lark_regex(esc + _WS)

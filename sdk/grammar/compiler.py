@@ -27,6 +27,23 @@ from sdk.schema import KeywordUse, normalize
 from ._emit import Emitter
 
 MAX_GRAMMAR_CHARS = 16_000_000
+_SEPARATORS = {"compact": (",", ":"), "spaced": (", ", ": "), "flexible": (",", ":")}
+_JSON_WS = " \t\n\r"
+
+
+def check_separators(separators: Any) -> tuple[str, str]:
+    """`(item, key)` separators as `json.dumps` takes them; each must be its punctuation
+    (`,` / `:`) with only JSON whitespace around it, or the output would not be JSON."""
+    try:
+        item, key = separators
+    except (TypeError, ValueError):
+        raise SchemaError(f"separators must be an (item, key) pair, not {separators!r}") from None
+    for sep, ch in ((item, ","), (key, ":")):
+        if not isinstance(sep, str) or sep.strip(_JSON_WS) != ch:
+            raise SchemaError(
+                f"separator {sep!r} must be {ch!r} with only JSON whitespace around it"
+            )
+    return item, key
 
 
 @dataclass(frozen=True)
@@ -44,21 +61,28 @@ def compile_schema(
     schema: Any,
     *,
     strict: bool = False,
-    whitespace: Literal["compact", "flexible"] = "compact",
+    whitespace: Literal["compact", "spaced", "flexible"] = "compact",
     close_objects: bool = False,
+    separators: tuple[str, str] | None = None,
 ) -> SchemaGrammar:
     """Compile a JSON Schema (drafts 04–2020-12, local refs only) to a Lark grammar.
 
     `strict`: raise `UnsupportedSchemaError` instead of reporting a keyword as validated.
-    `whitespace`: "compact" (none) or "flexible" (bounded whitespace wherever JSON allows it).
+    `whitespace`: "compact" (none), "spaced" (`json.dumps`' default `", "` and `": "`, how chat
+    templates' `tojson` writes tool calls) or "flexible" (bounded whitespace wherever JSON
+    allows it). `separators`: an explicit `(item, key)` pair such as `(", ", ": ")`, like
+    `json.dumps`' argument; each must be its character with optional whitespace around it.
     `close_objects`: objects declaring `properties` default to `additionalProperties: false`.
     Errors: `SchemaError` (with pointer) for malformed or empty schemas, `TooComplexError`.
     """
-    if whitespace not in ("compact", "flexible"):
-        raise SchemaError(f"whitespace must be 'compact' or 'flexible', not {whitespace!r}")
+    if whitespace not in ("compact", "spaced", "flexible"):
+        raise SchemaError(
+            f"whitespace must be 'compact', 'spaced' or 'flexible', not {whitespace!r}"
+        )
+    seps = check_separators(separators or _SEPARATORS[whitespace])
     try:
         norm = normalize(schema, strict=strict, close_objects=close_objects)
-        text = Emitter(norm, whitespace).run(norm.root)
+        text = Emitter(norm, whitespace, seps).run(norm.root)
     except SDKError:
         raise
     except RecursionError:

@@ -1,0 +1,309 @@
+"""Correct calls, not just valid ones: call style, token alignment, the auto decision,
+reasoning before a call, and values cut by `max_tokens`.
+
+Everything goes through the public `Agent` with the real SmolLM2 tokenizer (scripted models
+pick the tokenizer's own tokens for their script, so any split they do not make comes from the
+decoding loop), plus the gate's arithmetic on crafted logits.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Annotated, Any
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel, Field
+
+from sdk import Agent, TruncationError, tool
+from sdk.backends.test import TestModel, ToolCallScript
+from sdk.backends.transformers import probe_call_style
+from sdk.decoding._gate import CallGate, GateRun
+from sdk.decoding.call_style import COMPACT, SPACED, CallStyle
+
+
+@tool
+def compute(a: int, b: float, city: str, tags: list[str]) -> str:
+    """Compute something."""
+    return "ok"
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Weather in a city."""
+    return f"sunny in {city}"
+
+
+# ------------------------------------------------------------------ never a cut value
+
+
+@pytest.mark.parametrize(
+    ("output_type", "script", "max_tokens"),
+    [
+        (int, "12345", 2),  # "12" is a complete int: still a cut value
+        (float, "3.14159", 2),
+        (Annotated[str, Field(min_length=1)], '"hello wonderful world"', 3),  # JSON string
+        (list[int], "[1, 2, 3]", 4),  # "[1, 2" would be a cut list
+    ],
+)
+def test_cut_typed_output_raises_truncation(
+    smollm2_tokenizer: Any, output_type: Any, script: str, max_tokens: int
+) -> None:
+    agent = Agent(
+        TestModel([script], tokenizer=smollm2_tokenizer),
+        output_type=output_type,
+        max_tokens=max_tokens,
+    )
+    with pytest.raises(TruncationError, match="structured output") as info:
+        agent.run_sync("x")
+    assert info.value.partial_text and script.startswith(info.value.partial_text)
+
+
+def test_cut_model_output_and_uncut_values(smollm2_tokenizer: Any) -> None:
+    class Point(BaseModel):
+        x: int
+        y: int
+
+    text = '{"x": 1, "y": 23456}'
+    with pytest.raises(TruncationError):
+        Agent(
+            TestModel([text], tokenizer=smollm2_tokenizer), output_type=Point, max_tokens=8
+        ).run_sync("x")
+    # The same values with room to finish: the model (EOS) or the grammar ended them.
+    assert Agent(TestModel(["12345"], tokenizer=smollm2_tokenizer), output_type=int).run_sync(
+        "x"
+    ).output == 12345
+    ok = Agent(TestModel([text], tokenizer=smollm2_tokenizer), output_type=Point, max_tokens=64)
+    assert ok.run_sync("x").output == Point(x=1, y=23456)
+
+
+def test_cut_call_raises_even_when_complete_so_far(smollm2_tokenizer: Any) -> None:
+    script = ToolCallScript("get_weather", {"city": "Paris"})
+    for n in range(1, 80):
+        agent = Agent(
+            TestModel([script], tokenizer=smollm2_tokenizer),
+            tools=[get_weather],
+            tool_choice="required",
+            max_tokens=n,
+        )
+        try:
+            result = agent.plan_sync("x")
+        except TruncationError as exc:
+            assert "tool call" in str(exc)
+            continue
+        assert result.finish_reason == "stop" and result.tool_calls[0].error is None
+        break
+    else:
+        pytest.fail("the call never fit")
+
+
+# ------------------------------------------------------------------ call style
+
+
+def test_default_style_is_the_models_and_shapes_prompt_and_history(
+    smollm2_tokenizer: Any,
+) -> None:
+    m = TestModel([ToolCallScript("get_weather", {"city": "Oslo"}), "done"],
+                  tokenizer=smollm2_tokenizer)
+    agent = Agent(m, tools=[get_weather], tool_choice=["required", "none"])
+    assert agent.resolved_format().style == SPACED  # SmolLM2's template writes no calls
+    result = agent.run_sync("x")
+    assert result.messages[-3].content == (
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+    )
+    assert '{"name": <function-name>, "arguments": <args-dict>}' in m.prompts[0]
+    assert result.messages[-3].content in m.prompts[1]  # the history shows the same layout
+
+    compact = Agent(TestModel([ToolCallScript("get_weather", {"city": "Oslo"})],
+                              tokenizer=smollm2_tokenizer),
+                    tools=[get_weather], call_style="compact")
+    assert compact.resolved_format().style == COMPACT
+    assert '"arguments":{"city":"Oslo"}' in compact.plan_sync("x").output
+
+
+_HERMES_LIKE = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n"
+    "{% if m.tool_calls %}{% for c in m.tool_calls %}"
+    '<tool_call>\n{"name": "{{ c.function.name }}", "arguments": '
+    "{{ c.function.arguments | tojson(separators=SEPS) }}}\n</tool_call>"
+    "{% endfor %}{% else %}{{ m.content }}{% endif %}<|im_end|>\n{% endfor %}"
+    "{% if tools %}{% for t in tools %}{{ t | tojson }}{% endfor %}{% endif %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+@pytest.mark.parametrize(
+    ("seps", "expected"),
+    [("(', ', ': ')", SPACED), ("(',', ':')", COMPACT), ("(',', ': ')", None)],
+)
+def test_probe_reads_the_templates_separators(
+    smollm2_tokenizer: Any, seps: str, expected: CallStyle | None
+) -> None:
+    tok = copy.deepcopy(smollm2_tokenizer)
+    tok.chat_template = _HERMES_LIKE.replace("SEPS", seps)
+    style = probe_call_style(tok)
+    assert style == (expected or CallStyle("custom", (",", ": ")))
+    agent = Agent(TestModel([], tokenizer=tok), tools=[get_weather])
+    assert agent.resolved_format().style == style
+
+
+def test_probe_falls_back_to_json_dumps(smollm2_tokenizer: Any, gemma3_tokenizer: Any) -> None:
+    assert probe_call_style(smollm2_tokenizer) == SPACED  # no tool support in its template
+    assert probe_call_style(gemma3_tokenizer) == SPACED  # built-in Gemma turn template
+    broken = copy.deepcopy(smollm2_tokenizer)
+    broken.chat_template = "{{ raise_exception('no tools here') }}"
+    assert probe_call_style(broken) == SPACED
+
+
+# ------------------------------------------------------------------ token alignment
+
+_VALUES = st.fixed_dictionaries(  # then in declaration order, as the grammar wants
+    {
+        "a": st.integers(-10**6, 10**6),
+        "b": st.floats(-1e4, 1e4, allow_nan=False).map(lambda f: round(f, 3)),
+        "city": st.text(
+            st.sampled_from(list("abcXYZ é-.,'0123456789")), min_size=0, max_size=12
+        ),
+        "tags": st.lists(st.sampled_from(["x y", " lead", "z", "New York", "-1"]), max_size=3),
+    }
+).map(lambda d: {k: d[k] for k in ("a", "b", "city", "tags")})
+
+
+def _generated_ids(tok: Any, args: dict[str, Any], heal: bool) -> tuple[list[int], str]:
+    agent = Agent(
+        TestModel([ToolCallScript("compute", args)], tokenizer=tok),
+        tools=[compute],
+        tool_choice="required",
+        parallel_tool_calls=False,
+        max_tokens=256,
+        token_healing=heal,
+    )
+    result = agent.plan_sync("x")
+    assert result.tool_calls[0].error is None
+    return list(result.messages[-1].metadata["token_ids"]), result.output
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(args=_VALUES)
+def test_forced_and_free_text_tokenize_as_the_tokenizer_would(
+    smollm2_tokenizer: Any, args: dict[str, Any]
+) -> None:
+    """A model that writes its own (canonical) tokens, plus fast-forward: the turn's ids are the
+    tokenizer's encoding of the turn's text, as if the model had written all of it."""
+    ids, text = _generated_ids(smollm2_tokenizer, args, heal=True)
+    assert ids == smollm2_tokenizer.encode(text, add_special_tokens=False)
+
+
+def test_without_healing_a_forced_space_splits_the_value(smollm2_tokenizer: Any) -> None:
+    """The failure healing prevents: `": "` forced whole leaves `-3` where the model writes
+    ` -3` (the difference the alignment report counts)."""
+    args = {"a": -3, "b": -9.81, "city": "Rome", "tags": []}
+    ids, text = _generated_ids(smollm2_tokenizer, args, heal=False)
+    canonical = smollm2_tokenizer.encode(text, add_special_tokens=False)
+    assert ids != canonical
+    pieces = smollm2_tokenizer.convert_ids_to_tokens(ids)
+    assert "Ġ-" in smollm2_tokenizer.convert_ids_to_tokens(canonical) and "Ġ-" not in pieces
+    healed, _ = _generated_ids(smollm2_tokenizer, args, heal=True)
+    assert healed == canonical
+
+
+# ------------------------------------------------------------------ the auto decision
+
+
+def _logits(index: Any, mass: dict[bytes, float]) -> torch.Tensor:
+    """Logits with the given probability mass on the first token spelling each key."""
+    logits = torch.full((index.vocab_size,), -1e4)
+    for piece, p in mass.items():
+        logits[index.token_bytes.index(piece)] = math.log(p)
+    return logits
+
+
+@pytest.mark.parametrize(
+    ("p_open", "bias", "opens"),
+    [(0.04, 3.0, False), (0.04, 3.5, True), (0.5, 0.0, False), (0.6, 0.0, True), (0.01, 5.0, True)],
+)
+def test_gate_compares_opener_mass_with_the_rest(
+    smollm2_index: Any, p_open: float, bias: float, opens: bool
+) -> None:
+    logits = _logits(smollm2_index, {b"<": p_open, b"Hello": 1 - p_open})
+    run = GateRun(CallGate("<tool_call>", "</tool_call>", bias=bias), smollm2_index)
+    run.steer(logits)
+    (score, opened), = run.decisions
+    assert opened is opens
+    assert score == pytest.approx(math.log(p_open / (1 - p_open)) + bias, abs=1e-3)
+    lt = smollm2_index.token_bytes.index(b"<")
+    hello = smollm2_index.token_bytes.index(b"Hello")
+    assert bool(logits[hello] == -math.inf) is opens
+    assert bool(logits[lt] == -math.inf) is not opens
+    # having decided to call, the rest of the opener is committed after "<"
+    assert run.committed(b"<") == (b"tool_call>" if opens else b"")
+
+
+def test_gate_waits_over_whitespace_and_decides_after_calls(smollm2_index: Any) -> None:
+    run = GateRun(CallGate("<tool_call>", "</tool_call>", bias=3.0), smollm2_index)
+    run.steer(_logits(smollm2_index, {b"\n": 0.7, b"<": 0.2, b"Hello": 0.1}))
+    assert run.decisions == []  # whitespace first: no decision yet
+    run.after(b"\n")
+    run.steer(_logits(smollm2_index, {b"<": 0.2, b"Hello": 0.8}))
+    assert run.decisions[-1][1] is True
+    run.after(b'<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>', 5)
+    assert run.boundary and not run.in_call  # a new boundary after the call
+    run.steer(_logits(smollm2_index, {b"<": 0.001, b"Hello": 0.999}))
+    assert run.decisions[-1][1] is False
+    run.after(b"Hello")
+    before = len(run.decisions)
+    run.steer(_logits(smollm2_index, {b"<": 0.9, b"Hello": 0.1}))
+    assert len(run.decisions) == before  # mid-text: the model's own choice
+
+
+def test_auto_decision_is_off_with_none_and_scripts_are_unaffected(smollm2_tokenizer: Any) -> None:
+    for bias in (None, 0.0, 3.0, -3.0):
+        call = Agent(
+            TestModel([ToolCallScript("get_weather", {"city": "Oslo"}), "fine"],
+                      tokenizer=smollm2_tokenizer),
+            tools=[get_weather],
+            auto_call_bias=bias,
+        ).run_sync("x")
+        assert call.tool_calls[0].result == "sunny in Oslo" and call.output == "fine"
+    with pytest.raises(ValueError):
+        Agent(TestModel([], tokenizer=smollm2_tokenizer), tools=[get_weather],
+              auto_call_bias=math.inf)
+
+
+# ------------------------------------------------------------------ reasoning before the call
+
+
+def test_reasoning_span_then_call(smollm2_tokenizer: Any) -> None:
+    thought = "The user wants Paris weather, so I call the tool. "
+    script = [thought, ToolCallScript("get_weather", {"city": "Paris"})]
+    agent = Agent(
+        TestModel([script], tokenizer=smollm2_tokenizer),
+        tools=[get_weather],
+        tool_choice="required",
+        reasoning_tokens=64,
+    )
+    result = agent.plan_sync("x")
+    assert result.output.startswith(thought.rstrip())
+    [call] = result.tool_calls
+    assert call.name == "get_weather" and call.error is None
+
+
+def test_reasoning_budget_forces_the_call_open(smollm2_tokenizer: Any) -> None:
+    """Past the budget only the opener may come: a script that rambles on is stopped there (a
+    scripted model puts no mass on the opener, so it is reported as overruled)."""
+    from sdk import UnexpectedModelBehavior
+
+    agent = Agent(
+        TestModel(["word " * 40], tokenizer=smollm2_tokenizer),
+        tools=[get_weather],
+        tool_choice="required",
+        reasoning_tokens=5,
+    )
+    with pytest.raises(UnexpectedModelBehavior, match="allows none") as info:
+        agent.plan_sync("x")
+    assert info.value.raw_output == " ".join(["word"] * 5)  # five tokens, then the opener
+    with pytest.raises(ValueError):
+        Agent(TestModel([], tokenizer=smollm2_tokenizer), tools=[get_weather], reasoning_tokens=-1)
