@@ -391,7 +391,9 @@ class Agent(Generic[OutputT]):
             return None
         closer = getattr(fmt, "closer", None)
         if grammar.mode == "auto" and self.auto_call_bias is not None:
-            return CallGate(fmt.opener, closer, bias=self.auto_call_bias)
+            return CallGate(
+                fmt.opener, closer, bias=self.auto_call_bias, name_prefix=_name_prefix(fmt)
+            )
         if grammar.mode == "required" and self.reasoning_tokens > 0:
             return CallGate(fmt.opener, closer, budget=self.reasoning_tokens)
         return None
@@ -731,6 +733,15 @@ class Agent(Generic[OutputT]):
         return (
             f"Agent(tools={list(self.tools)}, tool_choice={self.tool_choice!r}, output_type={out})"
         )
+
+
+def _name_prefix(fmt: ToolCallFormat) -> str | None:
+    """A call's text up to the first character of its tool name, as `fmt` renders it (None
+    when the name is not a JSON string there)."""
+    marker = "sdk\x00name"
+    text = fmt.render_call(marker, {})
+    at = text.find(json.dumps(marker))
+    return text[: at + 1] if at >= 0 else None
 
 
 def _assistant_message(out: TurnOutput, calls: Sequence[ParsedCall], ids: Sequence[str]) -> Message:

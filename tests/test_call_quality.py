@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from sdk import Agent, TruncationError, tool
 from sdk.backends.test import TestModel, ToolCallScript
 from sdk.backends.transformers import probe_call_style
-from sdk.decoding._gate import CallGate, GateRun
+from sdk.decoding._gate import PROBE, CallGate, GateRun
 from sdk.decoding.call_style import COMPACT, SPACED, CallStyle
 
 
@@ -73,9 +73,12 @@ def test_cut_model_output_and_uncut_values(smollm2_tokenizer: Any) -> None:
             TestModel([text], tokenizer=smollm2_tokenizer), output_type=Point, max_tokens=8
         ).run_sync("x")
     # The same values with room to finish: the model (EOS) or the grammar ended them.
-    assert Agent(TestModel(["12345"], tokenizer=smollm2_tokenizer), output_type=int).run_sync(
-        "x"
-    ).output == 12345
+    assert (
+        Agent(TestModel(["12345"], tokenizer=smollm2_tokenizer), output_type=int)
+        .run_sync("x")
+        .output
+        == 12345
+    )
     ok = Agent(TestModel([text], tokenizer=smollm2_tokenizer), output_type=Point, max_tokens=64)
     assert ok.run_sync("x").output == Point(x=1, y=23456)
 
@@ -106,8 +109,9 @@ def test_cut_call_raises_even_when_complete_so_far(smollm2_tokenizer: Any) -> No
 def test_default_style_is_the_models_and_shapes_prompt_and_history(
     smollm2_tokenizer: Any,
 ) -> None:
-    m = TestModel([ToolCallScript("get_weather", {"city": "Oslo"}), "done"],
-                  tokenizer=smollm2_tokenizer)
+    m = TestModel(
+        [ToolCallScript("get_weather", {"city": "Oslo"}), "done"], tokenizer=smollm2_tokenizer
+    )
     agent = Agent(m, tools=[get_weather], tool_choice=["required", "none"])
     assert agent.resolved_format().style == SPACED  # SmolLM2's template writes no calls
     result = agent.run_sync("x")
@@ -117,9 +121,11 @@ def test_default_style_is_the_models_and_shapes_prompt_and_history(
     assert '{"name": <function-name>, "arguments": <args-dict>}' in m.prompts[0]
     assert result.messages[-3].content in m.prompts[1]  # the history shows the same layout
 
-    compact = Agent(TestModel([ToolCallScript("get_weather", {"city": "Oslo"})],
-                              tokenizer=smollm2_tokenizer),
-                    tools=[get_weather], call_style="compact")
+    compact = Agent(
+        TestModel([ToolCallScript("get_weather", {"city": "Oslo"})], tokenizer=smollm2_tokenizer),
+        tools=[get_weather],
+        call_style="compact",
+    )
     assert compact.resolved_format().style == COMPACT
     assert '"arguments":{"city":"Oslo"}' in compact.plan_sync("x").output
 
@@ -162,11 +168,9 @@ def test_probe_falls_back_to_json_dumps(smollm2_tokenizer: Any, gemma3_tokenizer
 
 _VALUES = st.fixed_dictionaries(  # then in declaration order, as the grammar wants
     {
-        "a": st.integers(-10**6, 10**6),
+        "a": st.integers(-(10**6), 10**6),
         "b": st.floats(-1e4, 1e4, allow_nan=False).map(lambda f: round(f, 3)),
-        "city": st.text(
-            st.sampled_from(list("abcXYZ é-.,'0123456789")), min_size=0, max_size=12
-        ),
+        "city": st.text(st.sampled_from(list("abcXYZ é-.,'0123456789")), min_size=0, max_size=12),
         "tags": st.lists(st.sampled_from(["x y", " lead", "z", "New York", "-1"]), max_size=3),
     }
 ).map(lambda d: {k: d[k] for k in ("a", "b", "city", "tags")})
@@ -213,64 +217,85 @@ def test_without_healing_a_forced_space_splits_the_value(smollm2_tokenizer: Any)
 # ------------------------------------------------------------------ the auto decision
 
 
-def _logits(index: Any, mass: dict[bytes, float]) -> torch.Tensor:
+def _logits(index: Any, mass: dict[bytes, float], floor: float = -1e4) -> torch.Tensor:
     """Logits with the given probability mass on the first token spelling each key."""
-    logits = torch.full((index.vocab_size,), -1e4)
+    logits = torch.full((index.vocab_size,), floor)
     for piece, p in mass.items():
         logits[index.token_bytes.index(piece)] = math.log(p)
     return logits
 
 
 @pytest.mark.parametrize(
-    ("p_open", "bias", "opens"),
-    [(0.04, 3.0, False), (0.04, 3.5, True), (0.5, 0.0, False), (0.6, 0.0, True), (0.01, 5.0, True)],
+    ("p_open", "fit", "bias", "opens"),
+    [
+        (0.04, None, 3.0, False),  # no probe: the opener's odds decide
+        (0.04, None, 3.5, True),
+        (0.5, None, 0.0, False),
+        (0.6, None, 0.0, True),
+        (0.04, -0.1, 2.75, True),  # probed: the offered names keep most of the mass
+        (0.04, -3.0, 2.75, False),  # the model wanted a tool nobody offered
+    ],
 )
-def test_gate_compares_opener_mass_with_the_rest(
-    smollm2_index: Any, p_open: float, bias: float, opens: bool
+def test_gate_decides_from_the_models_mass(
+    smollm2_index: Any, p_open: float, fit: float | None, bias: float, opens: bool
 ) -> None:
     logits = _logits(smollm2_index, {b"<": p_open, b"Hello": 1 - p_open})
     run = GateRun(CallGate("<tool_call>", "</tool_call>", bias=bias), smollm2_index)
-    run.steer(logits)
-    (score, opened), = run.decisions
-    assert opened is opens
-    assert score == pytest.approx(math.log(p_open / (1 - p_open)) + bias, abs=1e-3)
+    assert run.steer(logits) == PROBE  # both ways are open: look at the call first
+    assert run.settle(logits, fit) is opens
+    ((score, opened),) = run.decisions
+    expected = math.log(p_open / (1 - p_open)) if fit is None else fit
+    assert opened is opens and score == pytest.approx(expected + bias, abs=1e-3)
     lt = smollm2_index.token_bytes.index(b"<")
-    hello = smollm2_index.token_bytes.index(b"Hello")
-    assert bool(logits[hello] == -math.inf) is opens
-    assert bool(logits[lt] == -math.inf) is not opens
-    # having decided to call, the rest of the opener is committed after "<"
-    assert run.committed(b"<") == (b"tool_call>" if opens else b"")
+    assert bool(logits[lt] == -math.inf) is not opens  # "no call" masks the opener
+
+
+def test_gate_without_a_choice(smollm2_index: Any) -> None:
+    only_call = _logits(smollm2_index, {b"<": 1.0}, floor=-math.inf)
+    run = GateRun(CallGate("<tool_call>", "</tool_call>", bias=-50.0), smollm2_index)
+    assert run.steer(only_call) == b"<tool_call>"  # nothing but a call: open it
+    run = GateRun(CallGate("<tool_call>", "</tool_call>", bias=50.0), smollm2_index)
+    no_call = _logits(smollm2_index, {b"Hello": 1.0}, floor=-math.inf)
+    assert run.steer(no_call) == b""  # no mass on a call
+    assert run.decisions == []
+    # far below MIN_OPENER_ODDS: not considered, no probe, whatever the bias
+    chat = _logits(smollm2_index, {b"<": 1e-4, b"Hello": 1 - 1e-4})
+    run = GateRun(CallGate("<tool_call>", "</tool_call>", bias=50.0), smollm2_index)
+    assert run.steer(chat) == b"" and run.decisions[0][1] is False
+    assert bool(chat[smollm2_index.token_bytes.index(b"<")] == -math.inf)
 
 
 def test_gate_waits_over_whitespace_and_decides_after_calls(smollm2_index: Any) -> None:
     run = GateRun(CallGate("<tool_call>", "</tool_call>", bias=3.0), smollm2_index)
-    run.steer(_logits(smollm2_index, {b"\n": 0.7, b"<": 0.2, b"Hello": 0.1}))
-    assert run.decisions == []  # whitespace first: no decision yet
+    assert run.steer(_logits(smollm2_index, {b"\n": 0.7, b"<": 0.2, b"Hello": 0.1})) == b""
+    assert run.boundary  # whitespace first: no decision yet
     run.after(b"\n")
-    run.steer(_logits(smollm2_index, {b"<": 0.2, b"Hello": 0.8}))
-    assert run.decisions[-1][1] is True
+    assert run.steer(_logits(smollm2_index, {b"<": 0.2, b"Hello": 0.8})) == PROBE
+    assert run.settle(_logits(smollm2_index, {b"<": 0.2, b"Hello": 0.8}), -0.5)
     run.after(b'<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>', 5)
     assert run.boundary and not run.in_call  # a new boundary after the call
-    run.steer(_logits(smollm2_index, {b"<": 0.001, b"Hello": 0.999}))
-    assert run.decisions[-1][1] is False
+    assert run.steer(_logits(smollm2_index, {b"<": 0.01, b"Hello": 0.99})) == PROBE
+    assert not run.settle(_logits(smollm2_index, {b"<": 0.01, b"Hello": 0.99}), -5.0)
     run.after(b"Hello")
-    before = len(run.decisions)
-    run.steer(_logits(smollm2_index, {b"<": 0.9, b"Hello": 0.1}))
-    assert len(run.decisions) == before  # mid-text: the model's own choice
+    assert run.steer(_logits(smollm2_index, {b"<": 0.9, b"Hello": 0.1})) == b""  # mid-text
+    assert len(run.decisions) == 2
 
 
 def test_auto_decision_is_off_with_none_and_scripts_are_unaffected(smollm2_tokenizer: Any) -> None:
     for bias in (None, 0.0, 3.0, -3.0):
         call = Agent(
-            TestModel([ToolCallScript("get_weather", {"city": "Oslo"}), "fine"],
-                      tokenizer=smollm2_tokenizer),
+            TestModel(
+                [ToolCallScript("get_weather", {"city": "Oslo"}), "fine"],
+                tokenizer=smollm2_tokenizer,
+            ),
             tools=[get_weather],
             auto_call_bias=bias,
         ).run_sync("x")
         assert call.tool_calls[0].result == "sunny in Oslo" and call.output == "fine"
     with pytest.raises(ValueError):
-        Agent(TestModel([], tokenizer=smollm2_tokenizer), tools=[get_weather],
-              auto_call_bias=math.inf)
+        Agent(
+            TestModel([], tokenizer=smollm2_tokenizer), tools=[get_weather], auto_call_bias=math.inf
+        )
 
 
 # ------------------------------------------------------------------ reasoning before the call
@@ -292,8 +317,8 @@ def test_reasoning_span_then_call(smollm2_tokenizer: Any) -> None:
 
 
 def test_reasoning_budget_forces_the_call_open(smollm2_tokenizer: Any) -> None:
-    """Past the budget only the opener may come: a script that rambles on is stopped there (a
-    scripted model puts no mass on the opener, so it is reported as overruled)."""
+    """Past the budget the opener is forced: a script that rambles on is overruled right
+    after its fifth token (24 bytes of "word word ...")."""
     from sdk import UnexpectedModelBehavior
 
     agent = Agent(
@@ -302,8 +327,8 @@ def test_reasoning_budget_forces_the_call_open(smollm2_tokenizer: Any) -> None:
         tool_choice="required",
         reasoning_tokens=5,
     )
-    with pytest.raises(UnexpectedModelBehavior, match="allows none") as info:
+    with pytest.raises(UnexpectedModelBehavior, match="at byte 24 the grammar forced") as info:
         agent.plan_sync("x")
-    assert info.value.raw_output == " ".join(["word"] * 5)  # five tokens, then the opener
+    assert "<tool_call>" in str(info.value)
     with pytest.raises(ValueError):
         Agent(TestModel([], tokenizer=smollm2_tokenizer), tools=[get_weather], reasoning_tokens=-1)

@@ -132,6 +132,7 @@ class _ScriptSession:
         self.cached_tokens = 0
         self.target = target
         self.done = b""  # bytes generated so far
+        self._fed: list[int] = []
         self._plan: list[int] = []
         index = owner.index
         self._eos = min(index.eos_ids) if index.eos_ids else 0
@@ -182,12 +183,20 @@ class _ScriptSession:
     def feed(self, ids: Sequence[int]) -> torch.Tensor:
         tb = self.owner.index.token_bytes
         for tid in ids:
+            self._fed.append(tid)
             self.done += tb[tid]
             if self._plan and self._plan[0] == tid:
                 self._plan.pop(0)
             else:
                 self._plan = []
         return self._one_hot(self._next_token())
+
+    def rollback(self, n: int) -> None:
+        """Forget the last `n` fed tokens."""
+        tb = self.owner.index.token_bytes
+        for _ in range(n):
+            self.done = self.done[: len(self.done) - len(tb[self._fed.pop()])]
+        self._plan = []
 
     def close(self) -> None:
         return None

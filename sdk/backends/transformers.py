@@ -325,6 +325,14 @@ class _HFSession:
         self._ids.extend(ids)
         return logits
 
+    def rollback(self, n: int) -> None:
+        """Forget the last `n` fed tokens (the KV cache is cropped to what remains)."""
+        if n <= 0:
+            return
+        keep = len(self._ids) - n
+        self._cache.crop(-n)
+        del self._ids[keep:]
+
     def close(self) -> None:
         if self._threads is None:
             return

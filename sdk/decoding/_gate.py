@@ -1,18 +1,30 @@
 """Whether to open a call: decided from the model's own distribution, where a call may start.
 
 In `"auto"` the turn grammar lets the model either write text or open a call. Left to greedy
-decoding, a small model almost never opens one: the opener's first token (`<` for SmolLM2)
-is rarely its single most likely token even when most of its probability mass says "call".
-So at a call boundary (the start of the turn, or right after a call closed, once any
-whitespace is written) the gate compares the mass of the tokens that begin the opener with
-the mass of every other token the grammar allows, in log-odds, plus a tunable `bias`:
+decoding, a small model almost never opens one: the opener's first token (`<` for SmolLM2) is
+rarely its single most likely token, and a tool-trained model's mass on `<tool_call>` says
+little about whether an offered tool fits (Qwen2.5-Coder-0.5B puts *more* of it there on
+questions no offered tool can answer). What does separate the two is what the model would
+name: so at a call boundary (the turn's start, or right after a call closed, once any
+whitespace is written) the gate
 
-    open a call  iff  log P(opener) - log P(anything else) + bias > 0
+1. opens the call tentatively: one forward pass over the opener and the body's start
+   (`<tool_call>\n{"name": "`), and reads how much of the model's own next-token
+   probability the offered tool names get (`fit`, a log-probability; a model that wants a
+   tool nobody offered puts its mass elsewhere);
+2. calls iff `fit + bias > 0`; then the probe's tokens are kept (no pass wasted); otherwise
+   the session is rolled back and the opener is masked for that token only (the model may
+   still open a call later in its text).
 
+No probe runs where the opener's log-odds against everything else are below
+`MIN_OPENER_ODDS` (chit-chat such as "Say hi.": the model is not considering a call).
+
+Where both ways are not open (all the mass on one side, as with scripted models), or the
+session cannot roll back, the opener's log-odds against everything else stand in for `fit`.
 Whitespace-only tokens are neutral: while they are the most likely choice the decision waits
-for the next token. Once the gate decides to call, the rest of the opener is forced (the model
-cannot wander off into a `<b>` tag); once it decides not to, the opener is masked for that
-token only, and the model may still open a call later in its text.
+for the next token. A call, once decided, is forced as the tokenizer encodes its opener
+(`<tool_call>` is one token for Qwen: a model that had picked `<` and then had to spell
+`tool_call>` would be writing text it never saw).
 
 The same mechanism bounds reasoning before a required call: after `budget` free tokens the
 opener is forced.
@@ -24,7 +36,7 @@ import math
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -36,13 +48,20 @@ if TYPE_CHECKING:
 
     from sdk.engine.tokenizer import TokenizerIndex
 
-__all__ = ["DEFAULT_AUTO_CALL_BIAS", "CallGate", "GateRun"]
+__all__ = ["DEFAULT_AUTO_CALL_BIAS", "PROBE", "CallGate", "GateRun"]
 
-DEFAULT_AUTO_CALL_BIAS = 3.0
-"""Log-odds added in favour of a call in "auto" (calibrated on the dev BFCL splits, see the
-call-quality docs page): a call opens when its probability is above ~5 % of the rest."""
+DEFAULT_AUTO_CALL_BIAS = 2.75
+"""Added in favour of a call in "auto": a call opens when the offered tool names get at least
+e^-2.75 ~ 6 % of the model's own probability where a name starts. Calibrated for the
+embedded SmolLM2 on the dev BFCL splits; confident tool-trained models separate better with
+a stricter bias (Qwen2.5-Coder-0.5B: ~0.1). See the call-quality docs page."""
 
 _WS = b" \t\r\n"
+MIN_OPENER_ODDS = -6.5
+"""Below these log-odds of the opener against the rest (~0.15 %) the model is not considering a
+call ("Say hi."), and no probe is run."""
+PROBE = b"\x00probe"
+"""`GateRun.steer`'s answer when the decision needs a look at the call the model would write."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +77,7 @@ class CallGate:
     closer: str | None = None
     bias: float | None = None
     budget: int | None = None
+    name_prefix: str | None = None  # a call's text up to its tool name (enables the probe)
 
 
 @dataclass(frozen=True)
@@ -106,6 +126,7 @@ class GateRun:
     def __init__(self, gate: CallGate, index: TokenizerIndex) -> None:
         self.gate = gate
         self.opener = gate.opener.encode()
+        self.name_prefix = (gate.name_prefix or "").encode()
         self.closer = gate.closer.encode() if gate.closer else None
         self.tables = _tables(index, self.opener)
         self.text = bytearray()
@@ -113,31 +134,29 @@ class GateRun:
         self.since = 0  # where the text after the last boundary starts
         self.free_tokens = 0  # tokens since the turn's start or the last call, outside calls
         self.in_call = False
-        self.opening = False  # decided to call: the rest of the opener is forced next
+        self.odds = 0.0
+        self.pending_no: Any = None
         self.decisions: list[tuple[float, bool]] = []  # (log-odds incl. bias, opened)
 
-    def steer(self, logits: torch.Tensor) -> None:
-        """Restrict `logits` (already masked by the grammar) in place at a decision point."""
+    def steer(self, logits: torch.Tensor) -> bytes:
+        """At a decision point: the opener, when a call must open now (the caller forces its
+        tokens instead of sampling), else b"" after restricting `logits` (already masked by
+        the grammar) in place where the decision is "no call"."""
         if self.in_call:
-            return
+            return b""
         budget = self.gate.budget
         if budget is not None and self.free_tokens >= budget:
-            self._only_opener(logits)
-            return
+            return self.opener
         if not self.boundary or self.text[self.since :].strip(_WS):
-            return
-        self._decide(logits)
+            return b""
+        return self._decide(logits)
 
-    def _decide(self, logits: torch.Tensor) -> None:
+    def _decide(self, logits: torch.Tensor) -> bytes:
         import torch
 
-        bias = self.gate.bias
-        assert bias is not None
         n = min(logits.shape[-1], len(self.tables.neutral))
         lp = torch.log_softmax(logits.float(), dim=-1)
-        ids = torch.from_numpy(self.tables.opener_ids[self.tables.opener_ids < n])
-        is_open = torch.zeros(logits.shape[-1], dtype=torch.bool)
-        is_open[ids] = True
+        is_open = self._opener_mask(logits)
         neutral = torch.zeros(logits.shape[-1], dtype=torch.bool)
         neutral[:n] = torch.from_numpy(self.tables.neutral[:n])
         neutral &= ~is_open
@@ -145,36 +164,46 @@ class GateRun:
         p_neutral = _logsumexp(lp[neutral])
         p_other = _logsumexp(lp[~(is_open | neutral)])
         if p_neutral > max(p_open, p_other):
-            return  # whitespace first: decide on the token after it
+            return b""  # whitespace first: decide on the token after it
         self.boundary = False
-        if p_open == -math.inf:
-            return
-        score = p_open - p_other + bias if p_other > -math.inf else math.inf
+        if p_open == -math.inf:  # no mass on a call at all
+            return b""
+        if p_other == -math.inf:  # nothing but a call
+            self.decisions.append((math.inf, True))
+            return self.opener
+        self.odds = p_open - p_other
+        self.pending_no = is_open
+        if self.odds < MIN_OPENER_ODDS:  # not even considering a call: no probe
+            self.decisions.append((self.odds, False))
+            logits[is_open] = float("-inf")
+            return b""
+        return PROBE
+
+    def settle(self, logits: torch.Tensor, fit: float | None) -> bool:
+        """Decide after the probe: `fit` is the model's own (unmasked) log-probability of the
+        tool name it wrote under the grammar (None: no probe could run, the opener's odds
+        decide). Returns whether to call; if not, masks the opener in `logits`."""
+        bias = self.gate.bias
+        assert bias is not None
+        score = (self.odds if fit is None else fit) + bias
         opened = score > 0
         self.decisions.append((score, opened))
-        if opened:
-            self._only_opener(logits)
-        else:
-            logits[is_open] = float("-inf")
+        if not opened:
+            logits[self.pending_no] = float("-inf")
+        return opened
 
-    def _only_opener(self, logits: torch.Tensor) -> None:
+    def _opener_mask(self, logits: torch.Tensor) -> torch.Tensor:
         import torch
 
         keep = torch.zeros(logits.shape[-1], dtype=torch.bool)
         ids = self.tables.opener_ids[self.tables.opener_ids < logits.shape[-1]]
         keep[torch.from_numpy(ids)] = True
-        logits.masked_fill_(~keep, float("-inf"))
-        self.opening = True
+        return keep
 
-    def committed(self, token: bytes) -> bytes:
-        """After the sampled `token`: the rest of the opener that must follow it (the gate
-        decided to call and the token began the opener), else b""."""
-        if not self.opening:
-            return b""
-        self.opening = False
-        if self.opener.startswith(token):
-            return self.opener[len(token) :]
-        return b""
+    def only_opener(self, logits: torch.Tensor) -> None:
+        """Leave the model only the tokens that begin the opener (when its text could not be
+        forced as tokens)."""
+        logits.masked_fill_(~self._opener_mask(logits), float("-inf"))
 
     def after(self, data: bytes, tokens: int = 1) -> None:
         """Account for the bytes one step wrote (the sampled token and what was forced)."""

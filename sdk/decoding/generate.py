@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from sdk._agent_errors import UnexpectedModelBehavior
 from sdk.decoding._alignment import give_back_extendable
-from sdk.decoding._gate import CallGate, GateRun
+from sdk.decoding._gate import PROBE, CallGate, GateRun
 from sdk.decoding.formats import HERMES, ParsedCall, ToolCallFormat
 from sdk.errors import MatcherError
 from sdk.result import Usage
@@ -148,6 +148,7 @@ def forced_token_ids(
     *,
     heal: bool = True,
     committed: bytes = b"",
+    extend: bool = True,
 ) -> list[int]:
     """Tokenize the matcher's forced bytes and advance through them (at most `budget` tokens).
 
@@ -156,9 +157,9 @@ def forced_token_ids(
     tokens that an allowed token could run past are given back to the model
     (`_alignment.give_back_extendable`): forced text ends where the model's own tokens would.
     `committed`: bytes the caller decided must come next (the rest of a call opener), forced
-    together with whatever the grammar forces after them.
+    together with whatever the grammar forces after them (`extend=False`: only them).
     """
-    if committed:
+    if committed and extend:
         probe = matcher.fork()
         try:
             probe.advance_bytes(committed)
@@ -236,7 +237,6 @@ def generate_turn(
         if sampling.seed is not None:
             generator.manual_seed(sampling.seed)
     eos = index.eos_ids
-    tb = index.token_bytes
     steer = GateRun(gate, index) if gate is not None and matcher is not None else None
     out: list[int] = []
     finish = "length"
@@ -246,48 +246,89 @@ def generate_turn(
         logits = session.prefill()
         usage.cached_prompt_tokens = session.cached_tokens
         usage.forward_passes += 1
+        # What the turn must start with (a required call's opener) is forced as the tokenizer
+        # encodes it: left to sample, a model may spell it in pieces it was never trained on.
+        at_start = matcher is not None and fast_forward
         while len(out) < max_tokens:
             logits = logits.float()
+            feed: list[int] = []
+            preset: int | None = None  # a token already chosen (by the call probe)
+            t0 = time.perf_counter()
             if matcher is not None:
-                t0 = time.perf_counter()
                 try:
                     matcher.apply_to_logits(logits)
                 except MatcherError as exc:  # dead state: cannot happen with a sound grammar
                     raise _rejected(index, out, str(exc)) from exc
-                if steer is not None:
-                    steer.steer(logits)
-                mask_time += time.perf_counter() - t0
-                if bool(torch.isneginf(logits).all()):
+                if at_start:  # the turn's forced start, if any
+                    feed = forced_token_ids(
+                        matcher, index, tokenizer, max_tokens - len(out), heal=heal
+                    )
+                    at_start = False
+                if not feed and steer is not None:
+                    opener = steer.steer(logits)
+                    if opener == PROBE:
+                        probe = _probe_call(
+                            session,
+                            matcher,
+                            index,
+                            tokenizer,
+                            steer.name_prefix,
+                            sampling,
+                            generator,
+                            max_tokens - len(out),
+                        )
+                        usage.forward_passes += 1 if probe else 0
+                        opener = b""
+                        if steer.settle(logits, probe.fit if probe else None):
+                            if probe is None:
+                                opener = steer.opener
+                            else:  # the probe's tokens are the call's start: keep them
+                                for x in probe.fed:
+                                    matcher.advance(x)
+                                out += probe.fed
+                                usage.forced_tokens += len(probe.fed)
+                                steer.after(index.decode_bytes(probe.fed), len(probe.fed))
+                                preset = probe.last
+                        elif probe is not None:
+                            session.rollback(len(probe.fed))  # type: ignore[attr-defined]
+                    if opener:
+                        feed = forced_token_ids(
+                            matcher,
+                            index,
+                            tokenizer,
+                            max_tokens - len(out),
+                            heal=heal,
+                            committed=opener,
+                        )
+                        if not feed:  # cannot be forced as tokens: let the model spell it
+                            steer.only_opener(logits)
+                usage.forced_tokens += len(feed)
+                if not feed and bool(torch.isneginf(logits).all()):
                     raise _rejected(index, out, "the grammar allows none of the model's tokens")
-            tid = _choose(logits, sampling, generator)
-            if tid in eos:
+            mask_time += time.perf_counter() - t0
+            if not feed:
+                tid = _choose(logits, sampling, generator) if preset is None else preset
+                preset = None
+                if tid in eos:
+                    if matcher is not None:
+                        matcher.advance(tid)
+                    finish = "stop"
+                    break
+                t0 = time.perf_counter()
                 if matcher is not None:
                     matcher.advance(tid)
-                finish = "stop"
-                break
-            t0 = time.perf_counter()
-            if matcher is not None:
-                matcher.advance(tid)
-            out.append(tid)
-            feed = [tid]
-            if matcher is not None and fast_forward:
-                committed = steer.committed(tb[tid]) if steer is not None else b""
-                forced = forced_token_ids(
-                    matcher,
-                    index,
-                    tokenizer,
-                    max_tokens - len(out),
-                    heal=heal,
-                    committed=committed,
-                )
-                feed += forced
-                out += forced
-                usage.forced_tokens += len(forced)
+                feed = [tid]
+                if matcher is not None and fast_forward:
+                    forced = forced_token_ids(
+                        matcher, index, tokenizer, max_tokens - len(out) - 1, heal=heal
+                    )
+                    feed += forced
+                    usage.forced_tokens += len(forced)
+                mask_time += time.perf_counter() - t0
+            out += feed
             if steer is not None:
                 steer.after(index.decode_bytes(feed), len(feed))
-            terminated = matcher is not None and matcher.is_terminated()
-            mask_time += time.perf_counter() - t0
-            if terminated:
+            if matcher is not None and matcher.is_terminated():
                 finish = "stop"  # only EOS could follow: skip the forward pass
                 break
             if len(out) >= max_tokens:
@@ -302,6 +343,48 @@ def generate_turn(
     text = index.decode_bytes(out).decode("utf-8", errors="replace")
     accepting = matcher is None or finish == "stop" or matcher.is_accepting()
     return TurnOutput(text, out, finish, accepting, usage)
+
+
+@dataclass
+class _Probe:
+    fed: list[int]  # forced tokens fed to the session: the opener and the call's start
+    last: int  # the first token of the tool name, chosen under the grammar (not yet fed)
+    fit: float  # log of the share of the model's own mass that the offered names get
+
+
+def _probe_call(
+    session: DecodeSession,
+    matcher: Matcher,
+    index: TokenizerIndex,
+    tokenizer: Any,
+    prefix: bytes,
+    sampling: SamplingConfig,
+    generator: Any,
+    budget: int,
+) -> _Probe | None:
+    """Open a call tentatively (one forward pass over the opener and the forced start of the
+    body) and measure how much of the model's own next-token probability the offered tool
+    names get: a model that wants a tool nobody offered puts its mass elsewhere. Only the
+    first name token counts (later ones depend on how many tools share a prefix). None where
+    the session cannot be rolled back or the budget is too small; the matcher is not moved."""
+    import torch
+
+    if not prefix or not hasattr(session, "rollback"):
+        return None
+    fork = matcher.fork()
+    ids = forced_token_ids(
+        fork, index, tokenizer, budget, heal=False, committed=prefix, extend=False
+    )
+    if index.decode_bytes(ids) != prefix:
+        return None
+    if not ids or len(ids) + 1 >= budget:
+        return None
+    logits = session.feed(ids).float()
+    logp = torch.log_softmax(logits, dim=-1)
+    fork.apply_to_logits(logits)
+    fit = float(torch.logsumexp(logp[~torch.isneginf(logits)], dim=0))
+    tid = _choose(logits, sampling, generator)
+    return _Probe(list(ids), tid, fit)
 
 
 def _rejected(index: TokenizerIndex, out: list[int], why: str) -> UnexpectedModelBehavior:
