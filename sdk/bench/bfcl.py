@@ -39,7 +39,8 @@ lost when max_tokens ran out inside a call / of those, turns ending in a whitesp
 seconds and tokens per question, and noncanon (share of calls whose generated token ids
 differ from the tokenizer's own encoding of the call's text; n/a when the agent does not
 report the turn's ids). xgrammar with the flexible style allows any JSON whitespace.
---auto-call-bias and --reasoning-tokens are passed to the agent as they are.
+--auto-call-bias (a float, or "off" for the model's own pick, the behaviour before the call
+decision existed) and --reasoning-tokens are passed to the agent.
 """
 
 from __future__ import annotations
@@ -362,12 +363,14 @@ class Options:
     """What every run shares (the CLI's pass-through options)."""
 
     max_tokens: int = 192
-    auto_call_bias: float | None = None
+    auto_call_bias: float | str | None = None  # "off": no call decision (the model's own pick)
     reasoning_tokens: int | None = None
 
     def agent_kwargs(self) -> dict[str, Any]:
         extra: dict[str, Any] = {}
-        if self.auto_call_bias is not None:
+        if self.auto_call_bias == "off":
+            extra["auto_call_bias"] = None
+        elif self.auto_call_bias is not None:
             extra["auto_call_bias"] = self.auto_call_bias
         if self.reasoning_tokens is not None:
             extra["reasoning_tokens"] = self.reasoning_tokens
@@ -459,20 +462,25 @@ class Runner:
         out.seconds = time.perf_counter() - start
         return score(out, item, calls)
 
-    def run_peer(self, item: Item, mode: str, style: str) -> Outcome:
+    def _request(self, item: Item, style: str) -> Any:
+        """The prompt every mode shares: the question, all tools, the agent's format."""
         from sdk.decoding import TurnRequest
-        from sdk.decoding.turn_grammar import call_body_schema
         from sdk.messages import Message
+
+        return TurnRequest(
+            messages=[Message.user(item.prompt)],
+            tools=list(item.tools.values()),
+            tool_choice="required",
+            fmt=self.format_for(style, item),
+        )
+
+    def run_peer(self, item: Item, mode: str, style: str) -> Outcome:
+        from sdk.decoding.turn_grammar import call_body_schema
 
         from ._bfcl_peers import CLOSER, OPENER, PeerTurn, run_unconstrained
 
         fmt = self.format_for(style, item)
-        request = TurnRequest(
-            messages=[Message.user(item.prompt)],
-            tools=list(item.tools.values()),
-            tool_choice="required",
-            fmt=fmt,
-        )
+        request = self._request(item, style)
         out = Outcome(item.category, item.id, mode, style)
         start = time.perf_counter()
         try:
@@ -507,16 +515,8 @@ class Runner:
 
     def _prompt_key(self, item: Item, style: str) -> Any:
         from sdk.backends.transformers import render_prompt
-        from sdk.decoding import TurnRequest
-        from sdk.messages import Message
 
-        fmt = self.format_for(style, item)
-        request = TurnRequest(
-            messages=[Message.user(item.prompt)],
-            tools=list(item.tools.values()),
-            tool_choice="required",
-            fmt=fmt,
-        )
+        request = self._request(item, style)
         render = getattr(self.backend, "render", None)
         if callable(render):
             return tuple(render(request))
@@ -681,6 +681,10 @@ def plot(path: str, report: Mapping[str, Mapping[str, Mapping[str, Any]]], title
 # ------------------------------------------------------------------------------ CLI
 
 
+def _bias(text: str) -> float | str:
+    return "off" if text == "off" else float(text)
+
+
 def style_parts(style: str) -> tuple[str, bool]:
     """A --styles entry as (call style, token healing): `compact:noheal` turns healing off,
     which with the compact style is the SDK's behaviour before call styles existed."""
@@ -713,7 +717,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--model", default="smollm2", help="smollm2, gemma3, .gguf or HF dir")
     parser.add_argument("--max-tokens", type=int, default=192)
     parser.add_argument(
-        "--auto-call-bias", type=float, default=None, help="passed to Agent(auto_call_bias=...)"
+        "--auto-call-bias",
+        type=_bias,
+        default=None,
+        help="passed to Agent(auto_call_bias=...); 'off': no decision, the model's own pick",
     )
     parser.add_argument(
         "--reasoning-tokens", type=int, default=None, help="passed to Agent(reasoning_tokens=...)"
