@@ -379,9 +379,10 @@ class Person(BaseModel):
 
 
 def _turn_samples() -> list[str]:
-    call = '<tool_call>\n{"name":"get_weather","arguments":{"city":"Oslo"}}\n</tool_call>'
-    call2 = '<tool_call>\n{"name":"add","arguments":{"a":1,"b":-2}}\n</tool_call>'
-    person = '{"name":"Ann","age":30}'
+    # the default call style (json.dumps spacing); one compact sample must be rejected
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+    call2 = '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": -2}}\n</tool_call>'
+    person = '{"name": "Ann", "age": 30}'
     return [
         "",
         "Hello there.",
@@ -393,13 +394,14 @@ def _turn_samples() -> list[str]:
         f"Let me check.{call}Done.",
         f"x{call}y{call2}z",
         "<tool_call>\n{}\n</tool_call>",
-        '<tool_call>\n{"name":"nope","arguments":{}}\n</tool_call>',
-        '<tool_call>\n{"name":"add","arguments":{"a":1}}\n</tool_call>',
+        '<tool_call>\n{"name": "nope", "arguments": {}}\n</tool_call>',
+        '<tool_call>\n{"name": "add", "arguments": {"a": 1}}\n</tool_call>',
+        '<tool_call>\n{"name":"add","arguments":{"a":1,"b":2}}\n</tool_call>',
         call[:-1],
         f"{call}<tool_call>",
         person,
         person[:-1],
-        '{"name":"Ann","age":"30"}',
+        '{"name": "Ann", "age": "30"}',
         f"{person}{call}",
     ]
 
