@@ -267,6 +267,7 @@ def generate_turn(
                 if not feed and steer is not None:
                     opener = steer.steer(logits)
                     if opener == PROBE:
+                        t_probe = time.perf_counter()
                         probe = _probe_call(
                             session,
                             matcher,
@@ -278,6 +279,7 @@ def generate_turn(
                             max_tokens - len(out),
                         )
                         usage.forward_passes += 1 if probe else 0
+                        t0 += time.perf_counter() - t_probe  # a forward pass, not mask time
                         opener = b""
                         if steer.settle(logits, probe.fit if probe else None):
                             if probe is None:
