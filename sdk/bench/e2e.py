@@ -72,9 +72,13 @@ class _XgrammarMask:
     def processor(self, body_schema: dict[str, Any]) -> Any:
         from xgrammar.contrib.hf import LogitsProcessor
 
+        from sdk.decoding import HERMES
+
         xgr = self.xgr
         body = xgr.Grammar.from_json_schema(
-            json.dumps(body_schema), any_whitespace=False, separators=(",", ":")
+            json.dumps(body_schema),
+            any_whitespace=False,
+            separators=HERMES.style.separators,  # the layout our grammar and prompt use
         )
         grammar = xgr.Grammar.concat(
             xgr.Grammar.from_ebnf('root ::= "<tool_call>\\n"'),
