@@ -32,7 +32,7 @@ from sdk._agent_errors import (
     TruncationError,
     UnexpectedModelBehavior,
 )
-from sdk.decoding._gate import DEFAULT_AUTO_CALL_BIAS, CallGate
+from sdk.decoding._gate import DEFAULT_AUTO_CALL_BIAS, TOOL_TRAINED_CALL_BIAS, CallGate
 from sdk.decoding.call_style import SPACED, CallStyle, as_call_style
 from sdk.decoding.formats import HERMES, ParsedCall, ToolCallFormat, _strip_property_titles
 from sdk.decoding.generate import (
@@ -172,10 +172,12 @@ class Agent(Generic[OutputT]):
             "compact", "spaced", "flexible" (bounded whitespace, the model's choice), an
             `(item, key)` separator pair or a `CallStyle`. A layout the model was not trained
             on costs correct values; see the call-quality page.
-        auto_call_bias: in "auto", whether to open a call is decided where one may start, from
-            the model's probability of the call opener against everything else, in log-odds
-            plus this bias (None: the model's own sampled token decides). Small models rarely
-            put a call opener first even when they "want" to call; see the call-quality page.
+        auto_call_bias: in "auto", whether to open a call is decided where one may start: a
+            tentative call shows how much of the model's probability the offered tool names
+            get, and it calls iff log(that share) + this bias > 0. "auto": 0.1 for models whose
+            chat template renders tools (trained to call), 2.75 for others such as the
+            embedded SmolLM2; None: no decision, the model's own sampled token decides (small
+            models then almost never call). See the call-quality page.
         reasoning_tokens: under "required" (or a tool name), let the model write up to this
             many tokens of free text before its call (0: the call starts at once); the text
             stays in the turn's output and is never parsed for calls.
@@ -205,7 +207,7 @@ class Agent(Generic[OutputT]):
         parallel_tool_calls: bool = True,
         call_format: ToolCallFormat = HERMES,
         call_style: CallStyleSpec = "auto",
-        auto_call_bias: float | None = DEFAULT_AUTO_CALL_BIAS,
+        auto_call_bias: float | Literal["auto"] | None = "auto",
         reasoning_tokens: int = 0,
         token_healing: bool = True,
     ) -> None: ...
@@ -229,7 +231,7 @@ class Agent(Generic[OutputT]):
         parallel_tool_calls: bool = True,
         call_format: ToolCallFormat = HERMES,
         call_style: CallStyleSpec = "auto",
-        auto_call_bias: float | None = DEFAULT_AUTO_CALL_BIAS,
+        auto_call_bias: float | Literal["auto"] | None = "auto",
         reasoning_tokens: int = 0,
         token_healing: bool = True,
     ) -> None: ...
@@ -252,7 +254,7 @@ class Agent(Generic[OutputT]):
         parallel_tool_calls: bool = True,
         call_format: ToolCallFormat = HERMES,
         call_style: CallStyleSpec = "auto",
-        auto_call_bias: float | None = DEFAULT_AUTO_CALL_BIAS,
+        auto_call_bias: float | Literal["auto"] | None = "auto",
         reasoning_tokens: int = 0,
         token_healing: bool = True,
     ) -> None:
@@ -303,8 +305,13 @@ class Agent(Generic[OutputT]):
                 "with_style(); lay its calls out in the format itself"
             )
         self._resolved: ToolCallFormat | None = None
-        if auto_call_bias is not None and not math.isfinite(auto_call_bias):
-            raise ValueError(f"auto_call_bias={auto_call_bias!r}: expected a finite float or None")
+        if auto_call_bias != "auto" and auto_call_bias is not None:
+            if isinstance(auto_call_bias, bool) or not isinstance(auto_call_bias, int | float):
+                raise TypeError(
+                    f"auto_call_bias={auto_call_bias!r}: expected a float, 'auto' or None"
+                )
+            if not math.isfinite(auto_call_bias):
+                raise ValueError(f"auto_call_bias={auto_call_bias!r}: expected a finite float")
         self.auto_call_bias = auto_call_bias
         if isinstance(reasoning_tokens, bool) or not isinstance(reasoning_tokens, int):
             raise TypeError(f"reasoning_tokens={reasoning_tokens!r}: expected an int")
@@ -385,6 +392,20 @@ class Agent(Generic[OutputT]):
             reasoning=self.reasoning_tokens > 0,
         )
 
+    def _call_bias(self) -> float:
+        """`auto_call_bias`, with "auto" resolved: models whose chat template renders tools
+        were trained to call and are confident when a tool fits, so they get a stricter bias
+        than generic chat models (see `sdk.decoding._gate`)."""
+        if self.auto_call_bias != "auto":
+            return float(cast(float, self.auto_call_bias))
+        tokenizer = getattr(self._backend, "tokenizer", None)
+        if tokenizer is not None:
+            from sdk.backends.transformers import template_supports_tools
+
+            if template_supports_tools(tokenizer):
+                return TOOL_TRAINED_CALL_BIAS
+        return DEFAULT_AUTO_CALL_BIAS
+
     def _gate(self, grammar: TurnGrammar, fmt: ToolCallFormat) -> CallGate | None:
         """How this turn's call boundaries are steered (see `sdk.decoding._gate`)."""
         if not grammar.tool_names:
@@ -392,7 +413,7 @@ class Agent(Generic[OutputT]):
         closer = getattr(fmt, "closer", None)
         if grammar.mode == "auto" and self.auto_call_bias is not None:
             return CallGate(
-                fmt.opener, closer, bias=self.auto_call_bias, name_prefix=_name_prefix(fmt)
+                fmt.opener, closer, bias=self._call_bias(), name_prefix=_name_prefix(fmt)
             )
         if grammar.mode == "required" and self.reasoning_tokens > 0:
             return CallGate(fmt.opener, closer, budget=self.reasoning_tokens)
