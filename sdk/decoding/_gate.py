@@ -135,7 +135,7 @@ class GateRun:
         self.tables = _tables(index, self.opener)
         self.text = bytearray()
         self.boundary = gate.bias is not None  # the turn's start is a boundary
-        self.since = 0  # where the text after the last boundary starts
+        self.since = 0  # where the text after the last call (or the turn's start) begins
         self.free_tokens = 0  # tokens since the turn's start or the last call, outside calls
         self.in_call = False
         self.odds = 0.0
@@ -210,20 +210,24 @@ class GateRun:
         logits.masked_fill_(~self._opener_mask(logits), float("-inf"))
 
     def after(self, data: bytes, tokens: int = 1) -> None:
-        """Account for the bytes one step wrote (the sampled token and what was forced)."""
+        """Account for the bytes one step wrote (the sampled token and what was forced).
+
+        Only the new bytes (plus an overlap for a marker split across steps) are searched, so
+        a long turn costs linear time."""
         start = len(self.text)
         self.text += data
         if not self.in_call:
-            at = self.text.find(self.opener, max(0, start - len(self.opener) + 1))
-            if at >= 0:
-                self.in_call = True
-                self.boundary = False
-            else:
+            at = self.text.find(self.opener, max(self.since, start - len(self.opener) + 1))
+            if at < 0:
                 self.free_tokens += tokens
-        if self.in_call and self.closer is not None:
-            opened = self.text.rfind(self.opener)
-            if self.text.find(self.closer, opened) >= 0:
-                self.in_call = False
-                self.free_tokens = 0
-                self.boundary = self.gate.bias is not None
-                self.since = len(self.text)
+                return
+            self.in_call = True
+            self.boundary = False
+            start = at + len(self.opener)  # the closer can only follow the opener
+        elif self.closer is not None:
+            start = max(self.since, start - len(self.closer) + 1)
+        if self.closer is not None and self.text.find(self.closer, start) >= 0:
+            self.in_call = False
+            self.free_tokens = 0
+            self.boundary = self.gate.bias is not None
+            self.since = len(self.text)
