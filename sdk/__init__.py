@@ -12,9 +12,10 @@ Heavy parts (the agent loop, backends) load on first attribute access.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
-from sdk.errors import SDKError
+from sdk.errors import ConfigError, SDKError
 from sdk.tools import ModelRetry, RunContext, Tool, ToolDefinitionError, tool
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Agent",
     "AgentRunError",
+    "ConfigError",
     "Message",
     "ModelRetry",
     "OpenAIChatModel",
@@ -55,6 +57,10 @@ __all__ = [
     "Usage",
     "tool",
 ]
+
+# The `sdk` logger (`sdk.grammar`: compiles and cache hits; `sdk.agent`: each turn's tokens,
+# forced tokens and mask time, each call, each retry) is silent unless the app configures it.
+logging.getLogger("sdk").addHandler(logging.NullHandler())
 
 _LAZY = {
     "Agent": "sdk.agent",

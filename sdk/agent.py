@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import os
 import threading
@@ -32,6 +33,7 @@ from sdk._agent_errors import (
     TruncationError,
     UnexpectedModelBehavior,
 )
+from sdk._settings import check_int, check_sampling, check_tool_choice, check_tools_arg
 from sdk.decoding._gate import DEFAULT_AUTO_CALL_BIAS, TOOL_TRAINED_CALL_BIAS, CallGate
 from sdk.decoding.call_style import SPACED, CallStyle, as_call_style
 from sdk.decoding.formats import HERMES, ParsedCall, ToolCallFormat, _strip_property_titles
@@ -44,6 +46,7 @@ from sdk.decoding.generate import (
     generate_turn,
 )
 from sdk.decoding.turn_grammar import TurnGrammar, build_turn_grammar, format_style
+from sdk.errors import ConfigError
 from sdk.messages import Message, ToolCallPart, coerce_messages
 from sdk.result import RunResult, ToolCall, Usage
 from sdk.tools import ModelRetry, RunContext, Tool, ToolDefinitionError, as_tool
@@ -53,7 +56,10 @@ __all__ = ["Agent"]
 OutputT = TypeVar("OutputT")
 T = TypeVar("T")
 
+_log = logging.getLogger("sdk.agent")
 ToolErrors = Literal["return", "raise"]
+ToolChoiceSpec = str | Mapping[str, Any] | Sequence[str | Mapping[str, Any]]
+"""A mode, a tool name, an OpenAI `tool_choice` dict, or one of those per turn."""
 CallStyleSpec = Literal["auto", "compact", "spaced", "flexible"] | CallStyle | tuple[str, str]
 
 
@@ -62,10 +68,10 @@ def _stop_policy(retries: Any) -> Callable[[int], bool]:
     (= `tenacity.stop_after_attempt(n + 1)`); tenacity stop conditions are used as given."""
     if isinstance(retries, int):
         if retries < 0:
-            raise ValueError("retries must be >= 0")
+            raise ConfigError(f"retries={retries!r}: must be >= 0")
         return lambda failures: failures > retries
     if not callable(retries):
-        raise TypeError(f"retries={retries!r}: expected an int or a tenacity stop condition")
+        raise ConfigError(f"retries={retries!r}: expected an int or a tenacity stop condition")
     from tenacity import RetryCallState
 
     started = time.monotonic()
@@ -102,8 +108,12 @@ def _result_text(value: Any) -> str:
 def _normalize_tools(tools: Iterable[Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in tools:
-        # Duck-typed tool objects (e.g. raw-schema adapters) pass as they are.
-        t = item if _is_tool_like(item) else as_tool(item)
+        # Duck-typed tool objects (e.g. raw-schema adapters) pass as they are; OpenAI function
+        # dicts become declared schema tools.
+        if isinstance(item, Mapping):
+            t: Any = Tool.from_openai(item)
+        else:
+            t = item if _is_tool_like(item) else as_tool(item)
         if t.name in out:
             raise ToolDefinitionError(f"duplicate tool name {t.name!r}", function=t.name)
         out[t.name] = t
@@ -166,6 +176,9 @@ class Agent(Generic[OutputT]):
             with `ToolExecutionError`.
         parallel_tool_calls: allow several calls in one turn. Small models tend to repeat the same
             call over and over; False ends the turn after its first call.
+        drop_repeated_calls: a call identical (name and arguments) to an earlier call of the same
+            turn is cut away and the turn ends after the call before it: the model is looping,
+            and the tool would only run twice. False keeps every call the model writes.
         call_format: the envelope of calls (`HERMES`, `<tool_call>` tags, by default).
         call_style: the layout of a call's JSON body, which the grammar enforces exactly:
             "auto" (what the model's chat template writes, else `json.dumps`' `", "`/`": "`),
@@ -196,7 +209,7 @@ class Agent(Generic[OutputT]):
         tools: Sequence[Any] = (),
         output_type: None = None,
         system_prompt: str | None = None,
-        tool_choice: str | Sequence[str] = "auto",
+        tool_choice: ToolChoiceSpec = "auto",
         max_tokens: int = 512,
         max_steps: int = 8,
         retries: Any = 3,
@@ -210,6 +223,7 @@ class Agent(Generic[OutputT]):
         auto_call_bias: float | Literal["auto"] | None = "auto",
         reasoning_tokens: int = 0,
         token_healing: bool = True,
+        drop_repeated_calls: bool = True,
     ) -> None: ...
 
     @overload
@@ -220,7 +234,7 @@ class Agent(Generic[OutputT]):
         tools: Sequence[Any] = (),
         output_type: type[T],
         system_prompt: str | None = None,
-        tool_choice: str | Sequence[str] = "auto",
+        tool_choice: ToolChoiceSpec = "auto",
         max_tokens: int = 512,
         max_steps: int = 8,
         retries: Any = 3,
@@ -234,6 +248,32 @@ class Agent(Generic[OutputT]):
         auto_call_bias: float | Literal["auto"] | None = "auto",
         reasoning_tokens: int = 0,
         token_healing: bool = True,
+        drop_repeated_calls: bool = True,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Agent[Any],
+        model: Any = None,
+        *,
+        tools: Sequence[Any] = (),
+        output_type: Any,
+        system_prompt: str | None = None,
+        tool_choice: ToolChoiceSpec = "auto",
+        max_tokens: int = 512,
+        max_steps: int = 8,
+        retries: Any = 3,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        tool_errors: ToolErrors = "return",
+        parallel_tool_calls: bool = True,
+        call_format: ToolCallFormat = HERMES,
+        call_style: CallStyleSpec = "auto",
+        auto_call_bias: float | Literal["auto"] | None = "auto",
+        reasoning_tokens: int = 0,
+        token_healing: bool = True,
+        drop_repeated_calls: bool = True,
     ) -> None: ...
 
     def __init__(
@@ -243,7 +283,7 @@ class Agent(Generic[OutputT]):
         tools: Sequence[Any] = (),
         output_type: Any = None,
         system_prompt: str | None = None,
-        tool_choice: str | Sequence[str] = "auto",
+        tool_choice: ToolChoiceSpec = "auto",
         max_tokens: int = 512,
         max_steps: int = 8,
         retries: Any = 3,
@@ -257,26 +297,34 @@ class Agent(Generic[OutputT]):
         auto_call_bias: float | Literal["auto"] | None = "auto",
         reasoning_tokens: int = 0,
         token_healing: bool = True,
+        drop_repeated_calls: bool = True,
     ) -> None:
         self._model_spec = model
         self._backend: ModelBackend | RemoteBackend | None = None
         self._backend_lock = threading.Lock()
-        self.tools: dict[str, Any] = _normalize_tools(tools)
-        if isinstance(tool_choice, str):
-            choices: tuple[str, ...] = (
-                (tool_choice,) if tool_choice in ("auto", "none") else (tool_choice, "auto")
-            )
+        self.tools: dict[str, Any] = _normalize_tools(check_tools_arg(tools))
+        if isinstance(tool_choice, str | Mapping):
+            first = check_tool_choice(tool_choice)
+            choices: tuple[str, ...] = (first,) if first in ("auto", "none") else (first, "auto")
+        elif isinstance(tool_choice, Iterable):
+            choices = tuple(check_tool_choice(c) for c in tool_choice)
         else:
-            choices = tuple(tool_choice)
+            choices = (check_tool_choice(tool_choice),)
         if not choices:
-            raise ValueError("tool_choice must not be empty")
+            raise ConfigError("tool_choice must not be empty")
         for c in choices:
             if c not in ("auto", "required", "none") and c not in self.tools:
-                raise ValueError(f"tool_choice={c!r} is neither a mode nor an offered tool")
+                raise ConfigError(
+                    f"tool_choice={c!r} is neither a mode ('auto', 'required', 'none') nor an "
+                    f"offered tool {sorted(self.tools)}"
+                )
             if c == "required" and not self.tools:
-                raise ValueError('tool_choice="required" needs at least one tool')
+                raise ConfigError('tool_choice="required" needs at least one tool')
         if tool_errors not in ("return", "raise"):
-            raise ValueError('tool_errors must be "return" or "raise"')
+            raise ConfigError(f'tool_errors={tool_errors!r}: must be "return" or "raise"')
+        check_int("max_tokens", max_tokens, 1)
+        check_int("max_steps", max_steps, 1)
+        check_sampling(temperature, top_p, seed)
         self.tool_choice = tool_choice
         self._choices = choices
         self.output_type = output_type
@@ -300,25 +348,22 @@ class Agent(Generic[OutputT]):
             and not hasattr(call_format, "with_style")
             and self._style != format_style(call_format)
         ):
-            raise ValueError(
+            raise ConfigError(
                 f"call_style={call_style!r}: the format {call_format.name!r} has no "
                 "with_style(); lay its calls out in the format itself"
             )
         self._resolved: ToolCallFormat | None = None
         if auto_call_bias != "auto" and auto_call_bias is not None:
             if isinstance(auto_call_bias, bool) or not isinstance(auto_call_bias, int | float):
-                raise TypeError(
+                raise ConfigError(
                     f"auto_call_bias={auto_call_bias!r}: expected a float, 'auto' or None"
                 )
             if not math.isfinite(auto_call_bias):
-                raise ValueError(f"auto_call_bias={auto_call_bias!r}: expected a finite float")
+                raise ConfigError(f"auto_call_bias={auto_call_bias!r}: expected a finite float")
         self.auto_call_bias = auto_call_bias
-        if isinstance(reasoning_tokens, bool) or not isinstance(reasoning_tokens, int):
-            raise TypeError(f"reasoning_tokens={reasoning_tokens!r}: expected an int")
-        if reasoning_tokens < 0:
-            raise ValueError("reasoning_tokens must be >= 0")
-        self.reasoning_tokens = reasoning_tokens
+        self.reasoning_tokens = check_int("reasoning_tokens", reasoning_tokens, 0)
         self.token_healing = bool(token_healing)
+        self.drop_repeated_calls = bool(drop_repeated_calls)
         self.parallel_tool_calls = parallel_tool_calls
         # Compile the grammars now: a schema the grammar cannot express should fail here, not
         # in the middle of a conversation.
@@ -357,6 +402,11 @@ class Agent(Generic[OutputT]):
         if self._resolved is None:
             self._resolved = self._format_for(self.model)
         return self._resolved
+
+    @property
+    def resolved_style(self) -> CallStyle:
+        """The layout of call bodies this agent's grammar enforces (`resolved_format`'s)."""
+        return format_style(self.resolved_format())
 
     def _format_for(self, backend: Any) -> ToolCallFormat:
         fmt = self.format
@@ -411,12 +461,18 @@ class Agent(Generic[OutputT]):
         if not grammar.tool_names:
             return None
         closer = getattr(fmt, "closer", None)
+        repeats = self.drop_repeated_calls and self.parallel_tool_calls and closer is not None
         if grammar.mode == "auto" and self.auto_call_bias is not None:
             return CallGate(
-                fmt.opener, closer, bias=self._call_bias(), name_prefix=_name_prefix(fmt)
+                fmt.opener,
+                closer,
+                bias=self._call_bias(),
+                name_prefix=_name_prefix(fmt),
+                drop_repeats=repeats,
             )
-        if grammar.mode == "required" and self.reasoning_tokens > 0:
-            return CallGate(fmt.opener, closer, budget=self.reasoning_tokens)
+        budget = self.reasoning_tokens if grammar.mode == "required" else 0
+        if budget > 0 or repeats:
+            return CallGate(fmt.opener, closer, budget=budget or None, drop_repeats=repeats)
         return None
 
     def _system_text(self) -> str | None:
@@ -430,10 +486,7 @@ class Agent(Generic[OutputT]):
     def _start_messages(
         self, prompt: str | None, history: Iterable[Message | Mapping[str, Any]] | None
     ) -> tuple[list[Message], int]:
-        messages = coerce_messages(history)
-        system = self._system_text()
-        if system and not (messages and messages[0].role == "system"):
-            messages.insert(0, Message.system(system))
+        messages = _with_instructions(coerce_messages(history), self._system_text())
         new_from = len(messages)
         if prompt is not None:
             messages.append(Message.user(prompt))
@@ -523,6 +576,20 @@ class Agent(Generic[OutputT]):
         run.usage.add(out.usage)
         run.usage.steps += 1
         run.last_raw = out.text
+        if _log.isEnabledFor(logging.DEBUG):
+            u = out.usage
+            _log.debug(
+                "turn %d (%s): %d tokens (%d forced), %d forward passes, mask %.3f s of "
+                "%.3f s, finish=%s",
+                run.usage.steps,
+                grammar.mode,
+                u.completion_tokens,
+                u.forced_tokens,
+                u.forward_passes,
+                u.mask_time_s,
+                u.generation_time_s,
+                out.finish_reason,
+            )
         if out.accepting and not self._cut_inside_value(out, grammar):
             return out
         opener = self.format.opener
@@ -566,6 +633,7 @@ class Agent(Generic[OutputT]):
     # ------------------------------------------------------------------ tools
 
     def _fail(self, run: _Run, key: str, attempt: FailedAttempt) -> None:
+        _log.info("retry (%s): %s", attempt.tool_name or "output", attempt.error.replace("\n", " "))
         run.attempts.append(attempt)
         run.usage.retries += 1
         run.failures[key] = run.failures.get(key, 0) + 1
@@ -593,6 +661,7 @@ class Agent(Generic[OutputT]):
             raise ToolNotOffered(call.name, messages=list(run.messages), raw_output=run.last_raw)
         record = ToolCall(name=call.name, args=None, raw=call.raw, id=call_id, step=step)
         run.tool_calls.append(record)
+        _log.debug("call %s: %s(%s)", call_id, call.name, call.raw)
         feedback: str | None = None
         if call.error is not None:
             feedback = f"Your tool call could not be parsed: {call.error}"
@@ -601,6 +670,16 @@ class Agent(Generic[OutputT]):
                 record.args = tool.validate_args(call.arguments)
             except ValidationError as exc:
                 feedback = f"Validation feedback:\n{_format_validation_error(exc)}"
+            except Exception as exc:  # noqa: BLE001 - a duck-typed tool's own validator
+                feedback = f"Validation feedback:\n{type(exc).__name__}: {exc}"
+        if record.args is not None and getattr(tool, "_kwargs", False) and tool.function is None:
+            raise ToolExecutionError(
+                call.name,
+                f"tool {call.name!r} was declared from a schema without a function: pass "
+                "function= to run it (Agent.plan_sync returns its calls without running them)",
+                messages=list(run.messages),
+                raw_output=run.last_raw,
+            )
         if record.args is not None:
             ctx = RunContext(
                 deps=run.deps, tool_name=call.name, retry=run.failures.get(call.name, 0)
@@ -657,7 +736,7 @@ class Agent(Generic[OutputT]):
             tool_choice = self._choices[min(step, len(self._choices)) - 1]
             out, grammar = await self._agenerate(run, tool_choice)
             calls = self._calls(out, grammar)
-            ids = [f"call_{step}_{i}" for i in range(len(calls))]
+            ids = _call_ids(run.messages, len(calls))
             run.messages.append(_assistant_message(out, calls, ids))
             if calls:
                 for call, call_id in zip(calls, ids, strict=True):
@@ -724,7 +803,7 @@ class Agent(Generic[OutputT]):
         run = _Run(messages=messages, deps=None)
         out, grammar = self._generate(run, self._choices[0])
         calls = self._calls(out, grammar)
-        ids = [f"call_1_{i}" for i in range(len(calls))]
+        ids = _call_ids(run.messages, len(calls))
         run.messages.append(_assistant_message(out, calls, ids))
         for call, call_id in zip(calls, ids, strict=True):
             record = ToolCall(name=call.name, args=None, raw=call.raw, id=call_id, step=1)
@@ -754,6 +833,32 @@ class Agent(Generic[OutputT]):
         return (
             f"Agent(tools={list(self.tools)}, tool_choice={self.tool_choice!r}, output_type={out})"
         )
+
+
+def _with_instructions(messages: list[Message], instructions: str | None) -> list[Message]:
+    """The conversation's leading system message carries THIS agent's instructions (system
+    prompt, output schema). The part an agent added earlier (recorded in the message's
+    `metadata["instructions"]`) is replaced; a system message the user wrote stays, with the
+    instructions after it."""
+    base = ""
+    if messages and messages[0].role == "system":
+        first = messages.pop(0)
+        base = first.content
+        old = first.metadata.get("instructions")
+        if isinstance(old, str) and old and base.endswith(old):
+            base = base[: len(base) - len(old)].rstrip("\n")
+    text = "\n\n".join(part for part in (base, instructions) if part)
+    if text:
+        meta = {"instructions": instructions} if instructions else {}
+        messages.insert(0, Message("system", text, metadata=meta))
+    return messages
+
+
+def _call_ids(messages: Sequence[Message], n: int) -> list[str]:
+    """`call_<turn>_<i>`, the turn counted over the whole conversation (a continued history
+    included), so ids never repeat within one transcript."""
+    turn = 1 + sum(m.role == "assistant" for m in messages)
+    return [f"call_{turn}_{i}" for i in range(n)]
 
 
 def _name_prefix(fmt: ToolCallFormat) -> str | None:

@@ -7,6 +7,15 @@ class SDKError(Exception):
     """Base class of every error this package raises on purpose."""
 
 
+class ConfigError(SDKError, ValueError, TypeError):
+    """A setting or argument of the public API is invalid (a negative `max_tokens`, `tools=`
+    given a bare function, a history entry that is not a message, ...).
+
+    Raised where the mistake is made, before anything runs. It is a `ValueError` and a
+    `TypeError` too, so code written against Python's conventions catches it either way.
+    """
+
+
 class SchemaError(SDKError, ValueError):
     """The input is not a usable JSON Schema (malformed, dangling `$ref`, bad regex, ...).
 

@@ -79,7 +79,9 @@ class Message:
         """Inverse of `to_dict`; also accepts OpenAI dicts whose arguments are JSON text."""
         role = data.get("role")
         if role not in ("system", "user", "assistant", "tool"):
-            raise ValueError(f"unknown message role {role!r}")
+            from sdk.errors import ConfigError
+
+            raise ConfigError(f"unknown message role {role!r}")
         calls = []
         for i, c in enumerate(data.get("tool_calls") or ()):
             fn = c.get("function", c)
@@ -100,5 +102,27 @@ class Message:
 
 
 def coerce_messages(items: Iterable[Message | Mapping[str, Any]] | None) -> list[Message]:
-    """`message_history` as `Message`s (dicts in the OpenAI shape are converted)."""
-    return [m if isinstance(m, Message) else Message.from_dict(m) for m in items or ()]
+    """`message_history` as `Message`s (dicts in the OpenAI shape are converted); anything
+    else is a `ConfigError` naming the entry."""
+    from sdk.errors import ConfigError
+
+    if items is None:
+        return []
+    if isinstance(items, str | bytes | Mapping | Message) or not isinstance(items, Iterable):
+        raise ConfigError(f"message_history must be a list of messages, not {type(items).__name__}")
+    out: list[Message] = []
+    for i, m in enumerate(items):
+        if isinstance(m, Message):
+            out.append(m)
+        elif isinstance(m, Mapping):
+            try:
+                out.append(Message.from_dict(m))
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise ConfigError(f"message_history[{i}] is not a chat message: {exc}") from exc
+        else:
+            raise ConfigError(
+                f"message_history[{i}] is a {type(m).__name__}, not a Message or an "
+                'OpenAI-style dict: wrap text as Message.user(...) or {"role": "user", '
+                '"content": ...}'
+            )
+    return out

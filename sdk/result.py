@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel
-
 from sdk.messages import Message
 
 __all__ = ["RunResult", "ToolCall", "Usage"]
@@ -23,7 +21,7 @@ class ToolCall:
     """
 
     name: str
-    args: BaseModel | None
+    args: Any  # typed Any: each tool has its own arguments model
     raw: str
     id: str = ""
     result: Any = None

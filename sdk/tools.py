@@ -15,7 +15,7 @@ import functools
 import inspect
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast, overload
 
@@ -110,6 +110,37 @@ def _check_strict(schema: dict[str, Any], function: str, bindings: tuple[Binding
         raise definition_error(function, parameter, f"strict=True, but {exc}") from exc
 
 
+def _object_schema(parameters: Any, name: str) -> dict[str, Any]:
+    """Arguments are a JSON object: the schema must say so (or say nothing of the type)."""
+    if not isinstance(parameters, Mapping):
+        raise ToolDefinitionError(
+            f"tool {name!r}: parameters must be a JSON Schema object, not "
+            f"{type(parameters).__name__}",
+            function=name,
+        )
+    schema = copy.deepcopy(dict(parameters))
+    kind = schema.get("type", "object")
+    if kind != "object" and not (isinstance(kind, list) and "object" in kind):
+        raise ToolDefinitionError(
+            f"tool {name!r}: the arguments schema must describe an object (type: object), "
+            f"not type {kind!r}",
+            function=name,
+        )
+    schema["type"] = "object"
+    return schema
+
+
+def _check_compiles(schema: dict[str, Any], name: str, strict: bool) -> None:
+    """Compile the schema's grammar now: a schema it cannot express fails at definition."""
+    from sdk.errors import SchemaError
+    from sdk.grammar import compile_schema
+
+    try:
+        compile_schema(schema, strict=strict, close_objects=True)
+    except SchemaError as exc:
+        raise ToolDefinitionError(f"tool {name!r}: {exc}", function=name) from exc
+
+
 def _caller_locals() -> dict[str, Any] | None:
     """The locals of our caller's caller: they resolve string annotations naming classes local
     to a function (as `from __future__ import annotations` produces); None at module level."""
@@ -137,6 +168,83 @@ class Tool:
     # None for model tools, whose call returns the validated arguments themselves.
     _bindings: tuple[Binding, ...] | None = field(default=None, repr=False)
     _context: Binding | None = field(default=None, repr=False)
+    # Schema tools: the function takes the arguments object's members as keywords.
+    _kwargs: bool = field(default=False, repr=False)
+
+    @classmethod
+    def from_schema(
+        cls,
+        name: str,
+        parameters: Mapping[str, Any],
+        function: Callable[..., Any] | None = None,
+        *,
+        description: str = "",
+        strict: bool = False,
+    ) -> Tool:
+        """A tool from a JSON Schema of its arguments (an MCP tool's `inputSchema`, an OpenAPI
+        operation, another framework's definition) and a sync or async function that takes
+        the arguments object's members as keywords.
+
+        The grammar enforces the schema as far as it can (`strict=True`: entirely, or
+        `ToolDefinitionError`); `jsonschema` validates all of it after parsing, and a failure
+        is fed back to the model and retried like any tool's. Without `function` the tool is
+        declared only: `Agent.plan_sync` returns its calls; `run` refuses to execute it.
+        Raises `ToolDefinitionError` for a bad name or a schema that is not a JSON Schema of
+        an object.
+        """
+        from sdk._schema_args import schema_args_model
+
+        tool_name = _check_name(name, repr(name))
+        schema = _object_schema(parameters, tool_name)
+        try:
+            args_model = schema_args_model(tool_name, schema)
+        except Exception as exc:  # jsonschema.SchemaError: not a JSON Schema
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: invalid JSON Schema: {getattr(exc, 'message', exc)}",
+                function=tool_name,
+            ) from exc
+        _check_compiles(schema, tool_name, strict)
+        if function is not None and not callable(function):
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: function={function!r} is not callable", function=tool_name
+            )
+        return cls(
+            name=tool_name,
+            description=description,
+            args_model=args_model,
+            json_schema=schema,
+            function=cast(Callable[..., Any], function),
+            is_async=function is not None and is_async_callable(function),
+            strict=strict,
+            _bindings=(),
+            _kwargs=True,
+        )
+
+    @classmethod
+    def from_openai(
+        cls,
+        spec: Mapping[str, Any],
+        function: Callable[..., Any] | None = None,
+        *,
+        strict: bool = False,
+    ) -> Tool:
+        """A tool from an OpenAI function declaration, `{"type": "function", "function":
+        {"name", "description", "parameters"}}` or the bare inner dict (see `from_schema`)."""
+        inner = spec.get("function", spec) if isinstance(spec, Mapping) else None
+        if not isinstance(inner, Mapping) or not isinstance(inner.get("name"), str):
+            raise ToolDefinitionError(
+                f"{spec!r}: not an OpenAI function declaration "
+                '({"type": "function", "function": {"name": ..., "parameters": {...}}})',
+                function=repr(spec),
+            )
+        parameters = inner.get("parameters") or {"type": "object", "properties": {}}
+        return cls.from_schema(
+            inner["name"],
+            parameters,
+            function,
+            description=str(inner.get("description") or ""),
+            strict=strict or bool(inner.get("strict")),
+        )
 
     @classmethod
     def from_function(
@@ -235,6 +343,10 @@ class Tool:
 
         Raises `pydantic.ValidationError`, whose message is fit to show the model on retry.
         """
+        if self._kwargs:
+            from sdk._schema_args import SchemaArgs, validate_schema_args
+
+            return validate_schema_args(cast(type[SchemaArgs], self.args_model), data)
         if isinstance(data, str | bytes | bytearray):
             return self.args_model.model_validate_json(data)
         if isinstance(data, self.args_model):
@@ -272,6 +384,11 @@ class Tool:
         """
         if self._bindings is None:
             return self.validate_args(args)
+        if self._kwargs:
+            fn = self._declared()
+            if self.is_async:
+                raise TypeError(f"tool {self.name!r} is async; use `await tool.acall(args)`")
+            return fn(**self._keywords(args))
         if self.is_async:
             raise TypeError(f"tool {self.name!r} is async; use `await tool.acall(args)`")
         positional, keywords = self._arguments(args, ctx)
@@ -286,7 +403,12 @@ class Tool:
         """
         if self._bindings is None:
             return self.validate_args(args)
-        positional, keywords = self._arguments(args, ctx)
+        if self._kwargs:
+            self._declared()
+            positional: list[Any] = []
+            keywords = self._keywords(args)
+        else:
+            positional, keywords = self._arguments(args, ctx)
         if self.is_async:
             result = await self.function(*positional, **keywords)
         else:
@@ -294,6 +416,18 @@ class Tool:
         if inspect.isawaitable(result):  # a sync wrapper around a coroutine function
             result = await result
         return result
+
+    def _keywords(self, args: BaseModel | dict[str, Any] | str) -> dict[str, Any]:
+        return dict(self.validate_args(args).model_dump())
+
+    def _declared(self) -> Callable[..., Any]:
+        if self.function is None:
+            raise ToolDefinitionError(
+                f"tool {self.name!r} was declared from a schema without a function: pass "
+                "function= to run it (Agent.plan_sync returns its calls without running them)",
+                function=self.name,
+            )
+        return self.function
 
     def to_openai(self) -> dict[str, Any]:
         """The OpenAI function-calling declaration (a copy: callers may mutate it)."""

@@ -355,3 +355,42 @@ def test_reasoning_budget_forces_the_call_open(smollm2_tokenizer: Any) -> None:
     assert "<tool_call>" in str(info.value)
     with pytest.raises(ValueError):
         Agent(TestModel([], tokenizer=smollm2_tokenizer), tools=[get_weather], reasoning_tokens=-1)
+
+
+# ------------------------------------------------------------------ repeated calls
+
+
+@pytest.mark.parametrize("tool_choice", ["required", "auto"])
+def test_a_repeated_call_ends_the_turn(smollm2_tokenizer: Any, tool_choice: str) -> None:
+    """A model writing the same call again is looping: the repeat is cut away and the turn
+    ends after the call before it (a half-written separator included); the tool runs once."""
+    paris, rome = {"city": "Paris"}, {"city": "Rome"}
+    loop = [
+        ToolCallScript("get_weather", paris),
+        ToolCallScript("get_weather", rome),
+        ToolCallScript("get_weather", paris),
+        ToolCallScript("get_weather", rome),
+    ]
+    model = TestModel([loop, "Sunny."], tokenizer=smollm2_tokenizer)
+    agent = Agent(model, tools=[get_weather], tool_choice=tool_choice, auto_call_bias=None)
+    result = agent.run_sync("Weather in Paris and Rome?")
+    assert [c.args.city for c in result.tool_calls] == ["Paris", "Rome"]  # type: ignore[attr-defined]
+    turn = result.messages[1]
+    assert turn.content.endswith("</tool_call>") and turn.content.count("<tool_call>") == 2
+    assert len(turn.metadata["token_ids"]) == len(smollm2_tokenizer.encode(turn.content))
+
+    kept = Agent(
+        TestModel([loop, "Sunny."], tokenizer=smollm2_tokenizer),
+        tools=[get_weather],
+        tool_choice=tool_choice,
+        auto_call_bias=None,
+        drop_repeated_calls=False,
+    ).run_sync("Weather in Paris and Rome?")
+    assert len(kept.tool_calls) == 4
+
+
+def test_distinct_calls_are_all_kept(smollm2_tokenizer: Any) -> None:
+    calls = [ToolCallScript("get_weather", {"city": c}) for c in ("Paris", "Rome", "Paris ")]
+    model = TestModel([calls, "Sunny."], tokenizer=smollm2_tokenizer)
+    result = Agent(model, tools=[get_weather], tool_choice="required").run_sync("x")
+    assert len(result.tool_calls) == 3

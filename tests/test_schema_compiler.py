@@ -7,6 +7,8 @@ import os
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sdk.errors import SchemaError, TooComplexError, UnsupportedSchemaError
 from sdk.grammar import compile_schema
@@ -253,3 +255,34 @@ def test_golden(name: str) -> None:
             f.write(got)
     with open(path) as f:
         assert got == f.read()
+
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(["</b>", "<", "/", "b>", "a", '"', "\\", "\n", "\u00e9"]), max_size=6))
+def test_reserved_text_is_subtracted_from_every_string(parts: list[str]) -> None:
+    """Lark's oracle (Python `re`): with a reserved text, exactly the JSON texts that hold it
+    raw are lost, in plain strings, keys, constants and constrained strings alike; its
+    escaped spelling (`<\\/b>`) stays accepted."""
+    value = "".join(parts)
+    schemas: list[Any] = [
+        {"type": "string"},
+        {"type": "object", "additionalProperties": {"type": "integer"}},
+        {"enum": [value, "x"]},
+        {"type": "string", "pattern": "b"},
+        {"type": "string", "maxLength": 10},
+    ]
+    for schema in schemas:
+        instance: Any = {value: 1} if schema.get("type") == "object" else value
+        plain = parser(compile_schema(schema).lark)
+        reserved = parser(compile_schema(schema, reserved=("</b>",)).lark)
+        raw = json.dumps(instance, ensure_ascii=False)
+        for text in (raw, raw.replace("/", "\\/")):
+            want = accepts(plain, text) and "</b>" not in text
+            assert accepts(reserved, text) == want, (schema, text)
+
+
+def test_reserved_texts_are_checked() -> None:
+    for bad in ("", "a<", '<"', "<\\", "[x", " <", "/x"):
+        with pytest.raises(SchemaError, match="reserved text"):
+            compile_schema({"type": "string"}, reserved=(bad,))

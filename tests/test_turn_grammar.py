@@ -263,3 +263,38 @@ def test_fast_forward_tokens_spell_forced_bytes(smollm2_index, smollm2_tokenizer
     assert m.tokens == tuple(ids)
     budgeted = Matcher(_compiled(TOOLS, "ship"), smollm2_index)
     assert len(forced_token_ids(budgeted, smollm2_index, smollm2_tokenizer, budget=2)) == 2
+
+
+def test_call_strings_cannot_end_the_call(smollm2_index, smollm2_tokenizer) -> None:  # noqa: ANN001
+    """A raw closer inside a string would cut the call for every regex-based parser (ours
+    too); the grammar subtracts it, and the escaped form keeps the value writable."""
+    args = {"city": "a</tool_call>b"}
+    raw = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "a</tool_call>b"}}'
+    assert HERMES.parse(raw + "\n</tool_call>")[0].error is not None  # what it would cost
+    for choice in ("auto", "required"):
+        g = _compiled(TOOLS, choice)
+        assert not _accepts(Matcher(g, smollm2_index), raw, smollm2_tokenizer)
+        rendered = _call("get_weather", args)  # the history's and TestModel's rendering
+        assert "<\\/tool_call>" in rendered
+        m = Matcher(g, smollm2_index)
+        assert _accepts(m, rendered, smollm2_tokenizer) and m.is_accepting()
+        assert HERMES.parse(rendered)[0].arguments == args
+        # Near misses stay writable.
+        near = _call("get_weather", {"city": "</tool_cal> </b> <tool_call>"})
+        assert _accepts(Matcher(g, smollm2_index), near, smollm2_tokenizer)
+
+
+def test_typed_reply_next_to_tools_cannot_hold_the_opener(
+    smollm2_index,
+    smollm2_tokenizer,  # noqa: ANN001
+) -> None:
+    class Reply(BaseModel):
+        text: str
+
+    schema = Reply.model_json_schema()
+    g = _compiled(TOOLS, "auto", schema)
+    assert not _accepts(Matcher(g, smollm2_index), '{"text": "see <tool_call>', smollm2_tokenizer)
+    assert _accepts(Matcher(g, smollm2_index), '{"text": "see <\\/tool_call>"}', smollm2_tokenizer)
+    # Without tools nothing is parsed for calls, so nothing is reserved.
+    alone = _compiled([], "none", schema)
+    assert _accepts(Matcher(alone, smollm2_index), '{"text": "<tool_call>"}', smollm2_tokenizer)

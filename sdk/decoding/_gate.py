@@ -27,11 +27,16 @@ for the next token. A call, once decided, is forced as the tokenizer encodes its
 `tool_call>` would be writing text it never saw).
 
 The same mechanism bounds reasoning before a required call: after `budget` free tokens the
-opener is forced.
+opener is forced, and ends a turn whose model repeats itself: with `drop_repeats`, a call
+identical to an earlier call of the same turn (same name, same arguments) is cut away and the
+turn ends after the call before it. A model writing the same call again is looping (on BFCL
+"parallel", 9 of 50 SmolLM2 turns repeated one call until `max_tokens` cut them, losing every
+call); the tool would only run twice.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import weakref
@@ -82,6 +87,7 @@ class CallGate:
     bias: float | None = None
     budget: int | None = None
     name_prefix: str | None = None  # a call's text up to its tool name (enables the probe)
+    drop_repeats: bool = False
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,14 @@ def _tables(index: TokenizerIndex, opener: bytes) -> _Tables:
     return tables
 
 
+def _canonical(body: bytes) -> Any:
+    """A call body compared by value (member order and layout aside)."""
+    try:
+        return json.dumps(json.loads(body), sort_keys=True)
+    except ValueError:
+        return body.strip()
+
+
 def _logsumexp(values: torch.Tensor) -> float:
     import torch
 
@@ -141,6 +155,11 @@ class GateRun:
         self.odds = 0.0
         self.pending_no: Any = None
         self.decisions: list[tuple[float, bool]] = []  # (log-odds incl. bias, opened)
+        self.tokens = 0  # tokens accounted so far
+        self.body_at = 0  # where the open call's body starts in `text`
+        self.bodies: set[Any] = set()  # the turn's calls so far, canonical
+        self.kept_tokens = 0  # tokens up to the end of the last call kept
+        self.repeat_from: int | None = None  # set when a call repeats: cut the turn here
 
     def steer(self, logits: torch.Tensor) -> bytes:
         """At a decision point: the opener, when a call must open now (the caller forces its
@@ -216,6 +235,7 @@ class GateRun:
         a long turn costs linear time."""
         start = len(self.text)
         self.text += data
+        self.tokens += tokens
         if not self.in_call:
             at = self.text.find(self.opener, max(self.since, start - len(self.opener) + 1))
             if at < 0:
@@ -223,10 +243,17 @@ class GateRun:
                 return
             self.in_call = True
             self.boundary = False
-            start = at + len(self.opener)  # the closer can only follow the opener
+            start = self.body_at = at + len(self.opener)  # the closer follows the opener
         elif self.closer is not None:
             start = max(self.since, start - len(self.closer) + 1)
-        if self.closer is not None and self.text.find(self.closer, start) >= 0:
+        end = self.text.find(self.closer, start) if self.closer is not None else -1
+        if end >= 0:
+            if self.gate.drop_repeats:
+                body = _canonical(bytes(self.text[self.body_at : end]))
+                if body in self.bodies:
+                    self.repeat_from = self.kept_tokens
+                self.bodies.add(body)
+                self.kept_tokens = self.tokens
             self.in_call = False
             self.free_tokens = 0
             self.boundary = self.gate.bias is not None

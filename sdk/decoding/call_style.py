@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from sdk.errors import ConfigError
 from sdk.grammar.compiler import check_separators
 
 __all__ = ["COMPACT", "FLEXIBLE", "SPACED", "CallStyle", "as_call_style"]
@@ -56,7 +57,7 @@ def as_call_style(spec: str | CallStyle | tuple[str, str]) -> CallStyle:
         try:
             return _NAMED[spec]
         except KeyError:
-            raise ValueError(
+            raise ConfigError(
                 f"call_style={spec!r}: expected 'auto', 'compact', 'spaced', 'flexible', an "
                 "(item, key) separator pair or a CallStyle"
             ) from None
@@ -66,4 +67,4 @@ def as_call_style(spec: str | CallStyle | tuple[str, str]) -> CallStyle:
             if s.separators == seps:
                 return s
         return CallStyle("custom", seps)
-    raise TypeError(f"call_style={spec!r}: expected a name, a separator pair or a CallStyle")
+    raise ConfigError(f"call_style={spec!r}: expected a name, a separator pair or a CallStyle")

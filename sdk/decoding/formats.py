@@ -138,6 +138,8 @@ class HermesFormat:
 
     def render_call(self, name: str, arguments: Any) -> str:
         body = self.style.dumps({"name": name, "arguments": arguments})
+        # The closer can only occur inside a JSON string here; `\/` keeps the call whole.
+        body = body.replace(self.closer, self.closer.replace("/", "\\/"))
         return f"{self.opener}\n{body}\n{self.closer}"
 
     def tools_prompt(self, tools: Sequence[Mapping[str, Any]]) -> str:

@@ -330,6 +330,10 @@ def generate_turn(
             out += feed
             if steer is not None:
                 steer.after(index.decode_bytes(feed), len(feed))
+                if steer.repeat_from is not None and matcher is not None:
+                    _drop_repeat(session, matcher, out, steer.repeat_from, len(feed))
+                    finish = "stop"
+                    break
             if matcher is not None and matcher.is_terminated():
                 finish = "stop"  # only EOS could follow: skip the forward pass
                 break
@@ -387,6 +391,21 @@ def _probe_call(
     fit = float(torch.logsumexp(logp[~torch.isneginf(logits)], dim=0))
     tid = _choose(logits, sampling, generator)
     return _Probe(list(ids), tid, fit)
+
+
+def _drop_repeat(
+    session: DecodeSession, matcher: Matcher, out: list[int], keep: int, unfed: int
+) -> None:
+    """Cut `out` back to its first `keep` tokens (the end of the last call kept), further if
+    that left a separator half-written, so the turn ends where the grammar may end."""
+    cut = len(out) - keep
+    matcher.rollback(cut)
+    while not matcher.is_accepting() and cut < len(out):
+        matcher.rollback(1)
+        cut += 1
+    if hasattr(session, "rollback"):  # the last `unfed` tokens never reached the model
+        session.rollback(max(0, cut - unfed))
+    del out[len(out) - cut :]
 
 
 def _rejected(index: TokenizerIndex, out: list[int], why: str) -> UnexpectedModelBehavior:

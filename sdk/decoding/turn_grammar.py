@@ -26,9 +26,12 @@ cached per (format, style, mode, tool schemas, output schema).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -180,14 +183,25 @@ def format_style(fmt: ToolCallFormat) -> CallStyle:
     return style if isinstance(style, CallStyle) else COMPACT
 
 
-def _schema_lark(schema: Any, prefix: str, style: CallStyle) -> str:
+def _schema_lark(
+    schema: Any, prefix: str, style: CallStyle, reserved: Sequence[str | None] = ()
+) -> str:
+    from sdk.errors import SchemaError
     from sdk.grammar import compile_schema
+    from sdk.grammar.compiler import check_reserved
 
+    kept: list[str] = []
+    for text in reserved:
+        # A custom format's delimiter JSON could hold outside strings (`[/CALL]`) cannot be
+        # subtracted this way; such formats keep the plain string grammar.
+        with contextlib.suppress(SchemaError):
+            kept.append(check_reserved(text))
     sg = compile_schema(
         schema,
         whitespace=style.whitespace,
         separators=style.separators,
         close_objects=True,
+        reserved=kept,
     )
     return prefix_lark_names(sg.lark, prefix)
 
@@ -229,14 +243,20 @@ def _turn_lark(
             # TEXT: anything that never contains the opener (see grammar-dialect.md, lookahead).
             parts.append("TEXT: " + _text_regex(fmt))
         parts.append(f"call: {fmt.call_rule('cb_start')}")
-        parts.append(_schema_lark(call_body_schema(tools), "cb_", format_style(fmt)))
+        # A string holding the closer would end the call early for every parser (ours
+        # included); it stays writable escaped, `<\/tool_call>`.
+        closer = getattr(fmt, "closer", None)
+        parts.append(_schema_lark(call_body_schema(tools), "cb_", format_style(fmt), [closer]))
     if output_schema is not None:
-        parts.append(_schema_lark(dict(output_schema), "out_", format_style(fmt)))
+        # Next to tools, a typed reply holding the opener would be read as a call.
+        reserved = [fmt.opener] if mode != "output" else []
+        parts.append(_schema_lark(dict(output_schema), "out_", format_style(fmt), reserved))
     return "\n".join(parts) + "\n"
 
 
 # ------------------------------------------------------------------------------ entry point
 
+_log = logging.getLogger("sdk.grammar")
 _CACHE: OrderedDict[str, TurnGrammar] = OrderedDict()
 _CACHE_SIZE = 64
 _LOCK = threading.Lock()
@@ -291,12 +311,21 @@ def build_turn_grammar(
         hit = _CACHE.get(key)
         if hit is not None:
             _CACHE.move_to_end(key)
+            _log.debug("turn grammar: cache hit (%s, %d tools)", mode, len(names))
             return hit
     from sdk.engine.grammar import CompiledGrammar
 
+    t0 = time.perf_counter()
     text = _turn_lark(tools, mode, output_schema, fmt, parallel_tool_calls, reasoning)
     turn = TurnGrammar(
         mode, text, CompiledGrammar.from_lark(text), names, output_schema is not None
+    )
+    _log.debug(
+        "turn grammar: compiled (%s, %d tools, %d chars of Lark) in %.3f s",
+        mode,
+        len(names),
+        len(text),
+        time.perf_counter() - t0,
     )
     with _LOCK:
         _CACHE[key] = turn

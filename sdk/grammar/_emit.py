@@ -8,6 +8,7 @@ exactly (`first`/`rest` decomposition of a sequence of optional members).
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from sdk.errors import SchemaError
@@ -100,9 +101,23 @@ def lark_regex(regex: str) -> str:
 
 class Emitter:
     def __init__(
-        self, norm: Normalized, whitespace: str, separators: tuple[str, str] = (",", ":")
+        self,
+        norm: Normalized,
+        whitespace: str,
+        separators: tuple[str, str] = (",", ":"),
+        reserved: tuple[str, ...] = (),
     ) -> None:
         self.defs = norm.defs
+        # Texts no JSON string may contain raw (see `compile_schema(reserved=...)`): a head
+        # lookahead subtracts every string whose encoded text contains one.
+        # The unit is looser than JSON's (any escape pair) so that no encoding slips past;
+        # a reserved text never starts inside an escape (`_check_reserved`).
+        self.reserved = reserved
+        self.avoid = (
+            r'(?!"(?:[^"\\]|\\.)*(?:' + "|".join(re.escape(t) for t in reserved) + "))"
+            if reserved
+            else ""
+        )
         self.usage = norm.usage
         self.leaves = Leaves(norm.usage)
         self.flexible = whitespace == "flexible"
@@ -161,7 +176,9 @@ class Emitter:
         )
         self.rules["json_array"] = "LSQB (json_value (COMMA json_value)*)? RSQB"
 
-    def term(self, regex: str, hint: str) -> E:
+    def term(self, regex: str, hint: str, literals: list[str] | None = None) -> E:
+        """The terminal for `regex` (shared by equal regexes). `literals`: the strings a
+        constant's regex spells, which need no reserved-text subtraction unless they hold one."""
         name = self.term_by_regex.get(regex)
         if name is None:
             name = (
@@ -170,7 +187,11 @@ class Emitter:
                 else self.names.terminal(hint)
             )
             self.term_by_regex[regex] = name
-            self.terminals[name] = regex
+            # Only string lexemes hold `"`; numbers stay as they are.
+            avoid = self.avoid and '"' in regex
+            if avoid and literals is not None:
+                avoid = any(t in v for v in literals for t in self.reserved)
+            self.terminals[name] = self.avoid + regex if avoid else regex
         return (name, ATOM)
 
     def define(self, name: str, node: Node) -> None:
@@ -261,7 +282,7 @@ class Emitter:
         parts: list[E] = []
         if strings:
             rx = "|".join(literal_string(s) for s in strings)
-            parts.append(self.term(rx if len(strings) == 1 else f"(?:{rx})", hint))
+            parts.append(self.term(rx if len(strings) == 1 else f"(?:{rx})", hint, strings))
         for v in values:
             if not isinstance(v, str):
                 parts.append(self.value(v, hint))
@@ -274,7 +295,7 @@ class Emitter:
         if isinstance(v, int | float):
             return self.term(literal_number(v), hint)
         if isinstance(v, str):
-            return self.term(literal_string(v), hint)
+            return self.term(literal_string(v), hint, [v])
         if isinstance(v, list):
             items: list[E | None] = []
             for i, x in enumerate(v):
@@ -290,9 +311,9 @@ class Emitter:
         return seq([("LBRACE", ATOM), *members, ("RBRACE", ATOM)])
 
     def key(self, name: str, hint: str) -> E:
-        if is_plain_key(name):
+        if is_plain_key(name) and not any(t in name for t in self.reserved):
             return (json.dumps(json.dumps(name)), ATOM)
-        return self.term(literal_string(name), hint + "_key")
+        return self.term(literal_string(name), hint + "_key", [name])
 
     # -- objects --------------------------------------------------------------------------
     def obj_body(self, o: Obj, name: str) -> E | None:

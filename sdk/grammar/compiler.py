@@ -18,6 +18,7 @@ Documented choices:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -46,6 +47,25 @@ def check_separators(separators: Any) -> tuple[str, str]:
     return item, key
 
 
+def check_reserved(text: Any) -> str:
+    """A reserved text must begin where only string content can be, outside any escape, and
+    hold no `"`: then each occurrence lies inside one string and starts at a character
+    boundary, which is what the grammar's lookahead subtracts."""
+    if (
+        not isinstance(text, str)
+        or not text
+        or '"' in text
+        or "\\" in text
+        or text[0].isalnum()
+        or text[0] in "{}[],:/.+-_ \t\n\r"
+    ):
+        raise SchemaError(
+            f"reserved text {text!r} must be non-empty, hold no quote or backslash, and start "
+            "with a character JSON only allows inside strings (such as '<')"
+        )
+    return text
+
+
 @dataclass(frozen=True)
 class SchemaGrammar:
     """A compiled schema: Lark text, and which keywords the grammar enforces or leaves to
@@ -64,6 +84,7 @@ def compile_schema(
     whitespace: Literal["compact", "spaced", "flexible"] = "compact",
     close_objects: bool = False,
     separators: tuple[str, str] | None = None,
+    reserved: Sequence[str] = (),
 ) -> SchemaGrammar:
     """Compile a JSON Schema (drafts 04–2020-12, local refs only) to a Lark grammar.
 
@@ -72,6 +93,11 @@ def compile_schema(
     templates' `tojson` writes tool calls) or "flexible" (bounded whitespace wherever JSON
     allows it). `separators`: an explicit `(item, key)` pair such as `(", ", ": ")`, like
     `json.dumps`' argument; each must be its character with optional whitespace around it.
+    `reserved`: texts that no JSON string in the value may contain raw, such as the tool-call
+    closer `</tool_call>`: a value embedded in an envelope must not end it early (its own
+    parser, and every regex-based one, would cut the call there). Such text stays writable
+    escaped (`<\\/tool_call>`). Each must start with a character JSON can only hold raw inside
+    a string content (not `"`, `\\`, `/`, a letter, a digit, punctuation or whitespace of JSON).
     `close_objects`: objects declaring `properties` default to `additionalProperties: false`.
     Errors: `SchemaError` (with pointer) for malformed or empty schemas, `TooComplexError`.
     """
@@ -80,9 +106,10 @@ def compile_schema(
             f"whitespace must be 'compact', 'spaced' or 'flexible', not {whitespace!r}"
         )
     seps = check_separators(separators or _SEPARATORS[whitespace])
+    reserved = tuple(check_reserved(t) for t in reserved)
     try:
         norm = normalize(schema, strict=strict, close_objects=close_objects)
-        text = Emitter(norm, whitespace, seps).run(norm.root)
+        text = Emitter(norm, whitespace, seps, reserved).run(norm.root)
     except SDKError:
         raise
     except RecursionError:
