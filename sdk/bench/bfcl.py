@@ -57,7 +57,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ValidationError
 
 DATA_DIR = Path(os.environ.get("SDK_BFCL_DIR", "/work/shared/bfcl-dev"))
 QUESTIONS = "BFCL_v4_multiple.jsonl"
@@ -95,31 +95,26 @@ def bfcl_schema(schema: Any) -> Any:
     return out
 
 
-class RawArgs(BaseModel):
-    """Arguments of a raw-schema tool: the validated JSON object, kept as extra fields."""
-
-    model_config = ConfigDict(extra="allow")
-
-
 @dataclass(frozen=True)
 class RawTool:
-    """A tool defined by a raw JSON Schema (no Python function): enough for the agent's
-    grammar, prompt and validation (`jsonschema`). Calling it returns the arguments dict."""
+    """A tool defined by a raw JSON Schema (no Python function) under BFCL's own name (dots
+    allowed, which `Tool.from_schema` refuses): enough for the agent's grammar, prompt and
+    validation (`jsonschema`, as for schema tools). Calling it returns the arguments dict."""
 
     name: str
     description: str
     json_schema: dict[str, Any]
     is_async: bool = False
     takes_context: bool = False
-    _validator: Any = field(default=None, repr=False, compare=False)
+    _args: Any = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_bfcl(cls, fn: Mapping[str, Any]) -> RawTool:
-        import jsonschema
+        from sdk._schema_args import schema_args_model
 
         schema = bfcl_schema(fn.get("parameters") or {"type": "object", "properties": {}})
-        validator = jsonschema.Draft202012Validator(schema)
-        return cls(fn["name"], fn.get("description", ""), schema, _validator=validator)
+        args = schema_args_model(re.sub(r"\W", "_", fn["name"]), schema)
+        return cls(fn["name"], fn.get("description", ""), schema, _args=args)
 
     def to_openai(self) -> dict[str, Any]:
         return {
@@ -132,28 +127,9 @@ class RawTool:
         }
 
     def validate_args(self, data: Any) -> BaseModel:
-        if isinstance(data, str | bytes):
-            data = json.loads(data)
-        errors = sorted(self._validator.iter_errors(data), key=lambda e: list(e.path))
-        if errors:
-            raise ValidationError.from_exception_data(
-                self.name,
-                [
-                    {
-                        "type": "value_error",
-                        "loc": tuple(e.path),
-                        "input": e.instance,
-                        "ctx": {"error": e.message},
-                    }
-                    for e in errors[:5]
-                ],
-            )
-        if not isinstance(data, dict):
-            raise ValidationError.from_exception_data(
-                self.name,
-                [{"type": "dict_type", "loc": (), "input": data}],
-            )
-        return RawArgs(**data)
+        from sdk._schema_args import validate_schema_args
+
+        return validate_schema_args(self._args, data)
 
     def call(self, args: Any, ctx: Any = None) -> Any:
         return args.model_dump() if isinstance(args, BaseModel) else args
