@@ -49,7 +49,14 @@ from sdk.decoding.turn_grammar import TurnGrammar, build_turn_grammar, format_st
 from sdk.errors import ConfigError
 from sdk.messages import Message, ToolCallPart, coerce_messages
 from sdk.result import RunResult, ToolCall, Usage
-from sdk.tools import ModelRetry, RunContext, Tool, ToolDefinitionError, as_tool
+from sdk.tools import (
+    ModelRetry,
+    RunContext,
+    Tool,
+    ToolDefinitionError,
+    as_tool,
+    not_runnable_message,
+)
 
 __all__ = ["Agent"]
 
@@ -672,11 +679,10 @@ class Agent(Generic[OutputT]):
                 feedback = f"Validation feedback:\n{_format_validation_error(exc)}"
             except Exception as exc:  # noqa: BLE001 - a duck-typed tool's own validator
                 feedback = f"Validation feedback:\n{type(exc).__name__}: {exc}"
-        if record.args is not None and getattr(tool, "_kwargs", False) and tool.function is None:
+        if record.args is not None and isinstance(tool, Tool) and not tool.runnable:
             raise ToolExecutionError(
                 call.name,
-                f"tool {call.name!r} was declared from a schema without a function: pass "
-                "function= to run it (Agent.plan_sync returns its calls without running them)",
+                not_runnable_message(call.name),
                 messages=list(run.messages),
                 raw_output=run.last_raw,
             )
@@ -840,18 +846,16 @@ def _with_instructions(messages: list[Message], instructions: str | None) -> lis
     prompt, output schema). The part an agent added earlier (recorded in the message's
     `metadata["instructions"]`) is replaced; a system message the user wrote stays, with the
     instructions after it."""
-    base = ""
-    if messages and messages[0].role == "system":
-        first = messages.pop(0)
-        base = first.content
-        old = first.metadata.get("instructions")
-        if isinstance(old, str) and old and base.endswith(old):
-            base = base[: len(base) - len(old)].rstrip("\n")
+    first = messages[0] if messages and messages[0].role == "system" else None
+    base = first.content if first is not None else ""
+    old = first.metadata.get("instructions") if first is not None else None
+    if isinstance(old, str) and old and base.endswith(old):
+        base = base[: len(base) - len(old)].rstrip("\n")
+    elif not instructions:
+        return messages  # nothing of an agent's to replace or add: the history as it is
     text = "\n\n".join(part for part in (base, instructions) if part)
-    if text:
-        meta = {"instructions": instructions} if instructions else {}
-        messages.insert(0, Message("system", text, metadata=meta))
-    return messages
+    head = [Message("system", text, metadata={"instructions": instructions})] if text else []
+    return head + messages[1 if first is not None else 0 :]
 
 
 def _call_ids(messages: Sequence[Message], n: int) -> list[str]:

@@ -110,6 +110,13 @@ def _check_strict(schema: dict[str, Any], function: str, bindings: tuple[Binding
         raise definition_error(function, parameter, f"strict=True, but {exc}") from exc
 
 
+def not_runnable_message(name: str) -> str:
+    return (
+        f"tool {name!r} was declared from a schema without a function: pass function= to run "
+        "it (Agent.plan_sync returns its calls without running them)"
+    )
+
+
 def _object_schema(parameters: Any, name: str) -> dict[str, Any]:
     """Arguments are a JSON object: the schema must say so (or say nothing of the type)."""
     if not isinstance(parameters, Mapping):
@@ -420,13 +427,15 @@ class Tool:
     def _keywords(self, args: BaseModel | dict[str, Any] | str) -> dict[str, Any]:
         return dict(self.validate_args(args).model_dump())
 
+    @property
+    def runnable(self) -> bool:
+        """False for a schema tool declared without a function (its calls can be planned,
+        not run)."""
+        return self.function is not None
+
     def _declared(self) -> Callable[..., Any]:
         if self.function is None:
-            raise ToolDefinitionError(
-                f"tool {self.name!r} was declared from a schema without a function: pass "
-                "function= to run it (Agent.plan_sync returns its calls without running them)",
-                function=self.name,
-            )
+            raise ToolDefinitionError(not_runnable_message(self.name), function=self.name)
         return self.function
 
     def to_openai(self) -> dict[str, Any]:

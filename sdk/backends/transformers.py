@@ -18,10 +18,10 @@ import inspect
 import os
 import re
 import threading
-import weakref
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from sdk._memo import per_object
 from sdk.decoding.call_style import CallStyle
 from sdk.decoding.generate import TurnRequest
 
@@ -35,7 +35,6 @@ __all__ = ["TransformersModel", "probe_call_style", "render_prompt", "template_s
 
 # ------------------------------------------------------------------------------ prompts
 
-_TOOLS_SUPPORT: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 _PROBE_TOOL = {
     "type": "function",
     "function": {
@@ -87,12 +86,9 @@ def _apply(tokenizer: Any, messages: list[dict[str, Any]], **kwargs: Any) -> str
     )
 
 
+@per_object
 def template_supports_tools(tokenizer: Any) -> bool:
     """Whether the chat template renders `tools=` (rendering with and without them differs)."""
-    try:
-        return _TOOLS_SUPPORT[tokenizer]
-    except (KeyError, TypeError):
-        pass
     msgs = [{"role": "user", "content": "hi"}]
     try:
         plain = _apply(tokenizer, msgs)
@@ -100,15 +96,13 @@ def template_supports_tools(tokenizer: Any) -> bool:
         supported = plain != with_tools and "sdk_probe_tool_x7" in with_tools
     except Exception:  # noqa: BLE001 - any template failure means "no native tools"
         supported = False
-    with contextlib.suppress(TypeError):
-        _TOOLS_SUPPORT[tokenizer] = supported
     return supported
 
 
-_STYLES: weakref.WeakKeyDictionary[Any, CallStyle] = weakref.WeakKeyDictionary()
 _PROBE_CALL = re.compile(r'"sdk_probe_a"(\s*:\s*)1(\s*,\s*)"sdk_probe_b"')
 
 
+@per_object
 def probe_call_style(tokenizer: Any) -> CallStyle:
     """The call-body layout the model's chat template writes in its history.
 
@@ -118,10 +112,6 @@ def probe_call_style(tokenizer: Any) -> CallStyle:
     """
     from sdk.decoding.call_style import SPACED, as_call_style
 
-    try:
-        return _STYLES[tokenizer]
-    except (KeyError, TypeError):
-        pass
     style = SPACED
     call = {
         "id": "call_0",
@@ -142,8 +132,6 @@ def probe_call_style(tokenizer: Any) -> CallStyle:
         m = None
     if m is not None:
         style = as_call_style((m.group(2), m.group(1)))
-    with contextlib.suppress(TypeError):
-        _STYLES[tokenizer] = style
     return style
 
 

@@ -12,12 +12,12 @@ forced text and runs on into the free text.
 from __future__ import annotations
 
 import bisect
-import threading
-import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
+
+from sdk._memo import per_object
 
 if TYPE_CHECKING:
     from sdk.engine.matcher import Matcher
@@ -56,19 +56,10 @@ class PrefixIndex:
         return self.ids[lo:hi]
 
 
-_INDEXES: weakref.WeakKeyDictionary[TokenizerIndex, PrefixIndex] = weakref.WeakKeyDictionary()
-_LOCK = threading.Lock()
-
-
+@per_object
 def prefix_index(index: TokenizerIndex) -> PrefixIndex:
     """One `PrefixIndex` per tokenizer index (a sort of the vocabulary, built on first use)."""
-    with _LOCK:
-        hit = _INDEXES.get(index)
-    if hit is None:
-        hit = PrefixIndex(index.token_bytes)
-        with _LOCK:
-            hit = _INDEXES.setdefault(index, hit)
-    return hit
+    return PrefixIndex(index.token_bytes)
 
 
 def allows_any(matcher: Matcher, ids: npt.NDArray[np.int64]) -> bool:

@@ -38,14 +38,13 @@ from __future__ import annotations
 
 import json
 import math
-import threading
-import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
+from sdk._memo import per_object
 from sdk.decoding._alignment import prefix_index
 
 if TYPE_CHECKING:
@@ -96,14 +95,14 @@ class _Tables:
     neutral: npt.NDArray[np.bool_]  # whitespace-only tokens
 
 
-_TABLES: weakref.WeakKeyDictionary[TokenizerIndex, dict[str, _Tables]] = weakref.WeakKeyDictionary()
-_LOCK = threading.Lock()
+@per_object
+def _tables_by_opener(index: TokenizerIndex) -> dict[bytes, _Tables]:
+    return {}
 
 
 def _tables(index: TokenizerIndex, opener: bytes) -> _Tables:
-    key = opener.decode("utf-8", "replace")
-    with _LOCK:
-        hit = _TABLES.get(index, {}).get(key)
+    by_opener = _tables_by_opener(index)
+    hit = by_opener.get(opener)
     if hit is not None:
         return hit
     pi = prefix_index(index)
@@ -115,10 +114,7 @@ def _tables(index: TokenizerIndex, opener: bytes) -> _Tables:
         dtype=bool,
         count=len(index.token_bytes),
     )
-    tables = _Tables(ids, neutral)
-    with _LOCK:
-        _TABLES.setdefault(index, {})[key] = tables
-    return tables
+    return by_opener.setdefault(opener, _Tables(ids, neutral))
 
 
 def _canonical(body: bytes) -> Any:
