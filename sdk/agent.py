@@ -14,9 +14,18 @@ import json
 import logging
 import math
 import os
+import queue
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar, cast, overload
 
@@ -34,6 +43,7 @@ from sdk._agent_errors import (
     UnexpectedModelBehavior,
 )
 from sdk._settings import check_int, check_sampling, check_tool_choice, check_tools_arg
+from sdk._stream import TokenStream, TurnScanner, emit_whole_turn
 from sdk.decoding._gate import DEFAULT_AUTO_CALL_BIAS, TOOL_TRAINED_CALL_BIAS, CallGate
 from sdk.decoding.call_style import SPACED, CallStyle, as_call_style
 from sdk.decoding.formats import HERMES, ParsedCall, ToolCallFormat, _strip_property_titles
@@ -47,6 +57,13 @@ from sdk.decoding.generate import (
 )
 from sdk.decoding.turn_grammar import TurnGrammar, build_turn_grammar, format_style
 from sdk.errors import ConfigError
+from sdk.events import (
+    CallValidated,
+    FinalResult,
+    Retry,
+    StreamEvent,
+    ToolResult,
+)
 from sdk.messages import Message, ToolCallPart, coerce_messages
 from sdk.result import RunResult, ToolCall, Usage
 from sdk.tools import (
@@ -157,6 +174,7 @@ class _Run:
     failures: dict[str, int] = field(default_factory=dict)
     attempts: list[FailedAttempt] = field(default_factory=list)
     last_raw: str = ""
+    sink: Callable[[StreamEvent], None] | None = None  # a streamed run's events
 
 
 class Agent(Generic[OutputT]):
@@ -535,7 +553,21 @@ class Agent(Generic[OutputT]):
         except AgentRunError as exc:
             exc.messages = list(run.messages)
             raise
+        self._stream_whole(run, out, grammar, request.fmt)
         return self._account(run, out, grammar), grammar
+
+    def _scanner(self, run: _Run, grammar: TurnGrammar, fmt: ToolCallFormat) -> TurnScanner:
+        assert run.sink is not None
+        opener = fmt.opener if grammar.tool_names else None
+        closer = getattr(fmt, "closer", None)
+        return TurnScanner(run.usage.steps + 1, opener, closer, run.sink)
+
+    def _stream_whole(
+        self, run: _Run, out: TurnOutput, grammar: TurnGrammar, fmt: ToolCallFormat
+    ) -> None:
+        """A remote turn arrives in one piece: its events, at once."""
+        if run.sink is not None:
+            emit_whole_turn(self._scanner(run, grammar, fmt), out.text, out.calls)
 
     def _generate(self, run: _Run, tool_choice: str) -> tuple[TurnOutput, TurnGrammar]:
         from sdk.engine.matcher import Matcher
@@ -554,9 +586,15 @@ class Agent(Generic[OutputT]):
             except AgentRunError as exc:
                 exc.messages = list(run.messages)
                 raise
+            self._stream_whole(run, out, grammar, request.fmt)
             return self._account(run, out, grammar), grammar
         backend = cast(ModelBackend, model)
         matcher = Matcher(grammar.compiled, backend.index) if grammar.compiled else None
+        stream = None
+        if run.sink is not None:
+            stream = TokenStream(
+                self._scanner(run, grammar, request.fmt), backend.index.decode_bytes
+            )
         try:
             # begin_turn inside: a backend's own failure (a scripted model running out of
             # replies) keeps the transcript too.
@@ -570,12 +608,15 @@ class Agent(Generic[OutputT]):
                 sampling=self.sampling,
                 gate=self._gate(grammar, request.fmt),
                 heal=self.token_healing,
+                on_progress=stream,
             )
         except UnexpectedModelBehavior as exc:
             exc.messages = list(run.messages)
             if exc.raw_output is None:  # failed before any output: the last turn's
                 exc.raw_output = run.last_raw
             raise
+        if stream is not None:
+            stream.finish()
         return self._account(run, out, grammar), grammar
 
     def _account(self, run: _Run, out: TurnOutput, grammar: TurnGrammar) -> TurnOutput:
@@ -641,6 +682,9 @@ class Agent(Generic[OutputT]):
 
     def _fail(self, run: _Run, key: str, attempt: FailedAttempt) -> None:
         _log.info("retry (%s): %s", attempt.tool_name or "output", attempt.error.replace("\n", " "))
+        if run.sink is not None:
+            call = run.tool_calls[-1] if attempt.tool_name is not None else None
+            run.sink(Retry(attempt.step, call, attempt.error))
         run.attempts.append(attempt)
         run.usage.retries += 1
         run.failures[key] = run.failures.get(key, 0) + 1
@@ -687,6 +731,8 @@ class Agent(Generic[OutputT]):
                 raw_output=run.last_raw,
             )
         if record.args is not None:
+            if run.sink is not None:
+                run.sink(CallValidated(step, record))
             ctx = RunContext(
                 deps=run.deps, tool_name=call.name, retry=run.failures.get(call.name, 0)
             )
@@ -735,8 +781,18 @@ class Agent(Generic[OutputT]):
         this loop. Raises `StepLimitExceeded`, `RetriesExhausted`, `TruncationError`,
         `ToolExecutionError` — each with the transcript in `.messages`.
         """
+        return await self._loop(prompt, message_history, deps, max_steps, None)
+
+    async def _loop(
+        self,
+        prompt: str | None,
+        message_history: Iterable[Message | Mapping[str, Any]] | None,
+        deps: Any,
+        max_steps: int | None,
+        sink: Callable[[StreamEvent], None] | None,
+    ) -> RunResult[OutputT]:
         messages, new_from = self._start_messages(prompt, message_history)
-        run = _Run(messages=messages, deps=deps)
+        run = _Run(messages=messages, deps=deps, sink=sink)
         limit = self.max_steps if max_steps is None else max_steps
         for step in range(1, limit + 1):
             tool_choice = self._choices[min(step, len(self._choices)) - 1]
@@ -746,9 +802,10 @@ class Agent(Generic[OutputT]):
             run.messages.append(_assistant_message(out, calls, ids))
             if calls:
                 for call, call_id in zip(calls, ids, strict=True):
-                    run.messages.append(
-                        await self._call_tool(run, call, call_id, step, grammar.tool_names)
-                    )
+                    reply = await self._call_tool(run, call, call_id, step, grammar.tool_names)
+                    run.messages.append(reply)
+                    if sink is not None:
+                        sink(ToolResult(step, call_id, call.name, reply.content))
                 continue
             if self._output_adapter is None:
                 return self._result(run, cast(OutputT, out.text), out, new_from)
@@ -793,6 +850,69 @@ class Agent(Generic[OutputT]):
         return _run_blocking(
             self.run(prompt, message_history=message_history, deps=deps, max_steps=max_steps)
         )
+
+    async def run_stream(
+        self,
+        prompt: str | None = None,
+        *,
+        message_history: Iterable[Message | Mapping[str, Any]] | None = None,
+        deps: Any = None,
+        max_steps: int | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """`run`, streamed: yields `sdk.events` as the run goes (text and argument deltas as
+        they are generated, each call once validated, each tool result, each retry), then
+        `FinalResult`. A failing run raises its error from the iterator. Calls run only once
+        complete and validated, exactly as in `run`, which returns the same result.
+
+        Leaving the loop early cancels the run between model turns (a turn being generated
+        finishes in its worker thread first).
+        """
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        done = object()
+
+        def sink(event: StreamEvent) -> None:  # called from the decoding thread too
+            loop.call_soon_threadsafe(queue.put_nowait, event)
+
+        task = asyncio.ensure_future(self._loop(prompt, message_history, deps, max_steps, sink))
+        task.add_done_callback(lambda _: loop.call_soon_threadsafe(queue.put_nowait, done))
+        try:
+            while (event := await queue.get()) is not done:
+                yield event
+            yield FinalResult(task.result())
+        finally:
+            task.cancel()
+
+    def run_stream_sync(
+        self,
+        prompt: str | None = None,
+        *,
+        message_history: Iterable[Message | Mapping[str, Any]] | None = None,
+        deps: Any = None,
+        max_steps: int | None = None,
+    ) -> Iterator[StreamEvent]:
+        """`run_stream` for synchronous code: a generator of the same events (the run goes on
+        in a background thread with its own event loop)."""
+        events: queue.Queue[Any] = queue.Queue()
+        end = object()
+
+        async def pump() -> None:
+            try:
+                async for event in self.run_stream(
+                    prompt, message_history=message_history, deps=deps, max_steps=max_steps
+                ):
+                    events.put(event)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                events.put(exc)
+            events.put(end)
+
+        thread = threading.Thread(target=asyncio.run, args=(pump(),), daemon=True)
+        thread.start()
+        while (item := events.get()) is not end:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+        thread.join()
 
     def plan_sync(
         self,

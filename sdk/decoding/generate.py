@@ -14,7 +14,7 @@ scripted token), so tests exercise exactly this loop and the real grammar.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -217,6 +217,7 @@ def generate_turn(
     fast_forward: bool = True,
     gate: CallGate | None = None,
     heal: bool = True,
+    on_progress: Callable[[list[int]], None] | None = None,
 ) -> TurnOutput:
     """Generate one turn. Raises `UnexpectedModelBehavior` if the grammar leaves no token the
     model may pick (only scripted test models can get there: a real model's full distribution
@@ -224,7 +225,9 @@ def generate_turn(
 
     `gate` steers call boundaries (the "auto" call decision, a reasoning budget): see
     `sdk.decoding._gate`. `heal`: forced runs end where the model's own tokens would
-    (`forced_token_ids`). `finish_reason` is "length" when `max_tokens` ran out; the caller
+    (`forced_token_ids`). `on_progress`: called with the turn's token ids after every step (a
+    streamed run's events; shorter than before when a repeated call was cut away).
+    `finish_reason` is "length" when `max_tokens` ran out; the caller
     decides whether the cut fell inside a value (the agent raises `TruncationError` then, even
     when the cut happens to leave text the grammar accepts).
     """
@@ -328,12 +331,17 @@ def generate_turn(
                     usage.forced_tokens += len(forced)
                 mask_time += time.perf_counter() - t0
             out += feed
+            dropped = False
             if steer is not None:
                 steer.after(index.decode_bytes(feed), len(feed))
                 if steer.repeat_from is not None and matcher is not None:
                     _drop_repeat(session, matcher, out, steer.repeat_from, len(feed))
-                    finish = "stop"
-                    break
+                    dropped = True
+            if on_progress is not None:
+                on_progress(out)
+            if dropped:
+                finish = "stop"
+                break
             if matcher is not None and matcher.is_terminated():
                 finish = "stop"  # only EOS could follow: skip the forward pass
                 break

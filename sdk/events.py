@@ -1,0 +1,110 @@
+"""What `Agent.run_stream` yields while a run is under way.
+
+A turn streams as it is generated: `TextDelta`s for the text outside calls, and for each call
+`CallStarted` (once its tool name is complete) then `ArgsDelta`s (the arguments' JSON text as it
+is written, with everything parsed so far). Calls run only once complete and validated:
+`CallValidated` then `ToolResult`, or `Retry` (the call, or a typed final answer, failed to
+parse or validate, or its tool raised `ModelRetry`: the error goes back to the model). `CallDropped` withdraws a call the decoding loop cut away (a repeated call, see
+`Agent(drop_repeated_calls=...)`). The last event is `FinalResult` with the `RunResult`; a run
+that fails raises its error from the iterator instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sdk.result import RunResult, ToolCall
+
+__all__ = [
+    "ArgsDelta",
+    "CallDropped",
+    "CallStarted",
+    "CallValidated",
+    "FinalResult",
+    "Retry",
+    "StreamEvent",
+    "TextDelta",
+    "ToolResult",
+]
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """Text of the turn outside its calls (the whole reply for a typed output: its JSON)."""
+
+    step: int
+    text: str
+
+
+@dataclass(frozen=True)
+class CallStarted:
+    """The `index`-th call of the turn names `name` (its arguments follow)."""
+
+    step: int
+    index: int
+    name: str
+
+
+@dataclass(frozen=True)
+class ArgsDelta:
+    """More of a call's arguments JSON; `partial` is everything parsed so far (a dict that
+    only grows: an unfinished string or number is left out until it is complete)."""
+
+    step: int
+    index: int
+    delta: str
+    partial: Any = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class CallDropped:
+    """The `index`-th call of the turn was cut away before it ran (it repeated an earlier one)."""
+
+    step: int
+    index: int
+
+
+@dataclass(frozen=True)
+class CallValidated:
+    """A call parsed and validated; it runs next. `call.args` is the arguments object."""
+
+    step: int
+    call: ToolCall
+
+
+@dataclass(frozen=True)
+class Retry:
+    """A call (`call`; None for a typed final answer) did not parse or validate, or its tool
+    raised `ModelRetry`: `error` is the feedback the model gets before it tries again."""
+
+    step: int
+    call: ToolCall | None
+    error: str
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool returned, as the text the model is shown."""
+
+    step: int
+    call_id: str
+    name: str
+    content: str
+
+
+@dataclass(frozen=True)
+class FinalResult:
+    result: RunResult[Any]
+
+
+StreamEvent = (
+    TextDelta
+    | CallStarted
+    | ArgsDelta
+    | CallDropped
+    | CallValidated
+    | Retry
+    | ToolResult
+    | FinalResult
+)
