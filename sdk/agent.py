@@ -26,12 +26,13 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Literal, TypeVar, cast, overload
 
 import pydantic_core
 from pydantic import TypeAdapter, ValidationError
 
+from sdk import tracing
 from sdk._agent_errors import (
     AgentRunError,
     FailedAttempt,
@@ -486,18 +487,19 @@ class Agent(Generic[OutputT]):
         if not grammar.tool_names:
             return None
         closer = getattr(fmt, "closer", None)
-        repeats = self.drop_repeated_calls and self.parallel_tool_calls and closer is not None
+        # Several calls per turn, each closed: the loop can cut back to the last complete one.
+        tracked = self.parallel_tool_calls and closer is not None
+        gate = CallGate(
+            fmt.opener,
+            closer,
+            drop_repeats=tracked and self.drop_repeated_calls,
+            keep_complete_calls=tracked,
+        )
         if grammar.mode == "auto" and self.auto_call_bias is not None:
-            return CallGate(
-                fmt.opener,
-                closer,
-                bias=self._call_bias(),
-                name_prefix=_name_prefix(fmt),
-                drop_repeats=repeats,
-            )
+            return replace(gate, bias=self._call_bias(), name_prefix=_name_prefix(fmt))
         budget = self.reasoning_tokens if grammar.mode == "required" else 0
-        if budget > 0 or repeats:
-            return CallGate(fmt.opener, closer, budget=budget or None, drop_repeats=repeats)
+        if budget > 0 or tracked:
+            return replace(gate, budget=budget or None)
         return None
 
     def _system_text(self) -> str | None:
@@ -663,6 +665,14 @@ class Agent(Generic[OutputT]):
         "length" finish."""
         if out.finish_reason != "length" or not grammar.constrained:
             return False
+        if out.dropped == "truncated":  # the cut call is gone; the turn is its complete calls
+            _log.warning(
+                "max_tokens=%d ran out inside a call: it was dropped, the %d complete calls "
+                "before it are kept",
+                self.max_tokens,
+                len(self._calls(out, grammar)),
+            )
+            return False
         if grammar.mode != "auto" or grammar.has_output:
             return True
         opener = self.format.opener
@@ -793,16 +803,33 @@ class Agent(Generic[OutputT]):
     ) -> RunResult[OutputT]:
         messages, new_from = self._start_messages(prompt, message_history)
         run = _Run(messages=messages, deps=deps, sink=sink)
+        attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "sdk.Agent"}
+        with tracing.span("invoke_agent", attrs) as s:
+            result = await self._steps(run, new_from, max_steps)
+            tracing.annotate(s, _usage_attributes(result.usage, result.finish_reason))
+            return result
+
+    async def _steps(self, run: _Run, new_from: int, max_steps: int | None) -> RunResult[OutputT]:
+        sink = run.sink
         limit = self.max_steps if max_steps is None else max_steps
         for step in range(1, limit + 1):
             tool_choice = self._choices[min(step, len(self._choices)) - 1]
-            out, grammar = await self._agenerate(run, tool_choice)
+            with tracing.span(f"chat {self._model_name()}", self._chat_attributes()) as s:
+                out, grammar = await self._agenerate(run, tool_choice)
+                tracing.annotate(s, _usage_attributes(out.usage, out.finish_reason))
             calls = self._calls(out, grammar)
             ids = _call_ids(run.messages, len(calls))
             run.messages.append(_assistant_message(out, calls, ids))
             if calls:
                 for call, call_id in zip(calls, ids, strict=True):
-                    reply = await self._call_tool(run, call, call_id, step, grammar.tool_names)
+                    attrs = {
+                        "gen_ai.operation.name": "execute_tool",
+                        "gen_ai.tool.name": call.name,
+                        "gen_ai.tool.call.id": call_id,
+                        "gen_ai.tool.type": "function",
+                    }
+                    with tracing.span(f"execute_tool {call.name}", attrs):
+                        reply = await self._call_tool(run, call, call_id, step, grammar.tool_names)
                     run.messages.append(reply)
                     if sink is not None:
                         sink(ToolResult(step, call_id, call.name, reply.content))
@@ -824,6 +851,24 @@ class Agent(Generic[OutputT]):
             messages=run.messages,
             raw_output=run.last_raw,
         )
+
+    def _model_name(self) -> str:
+        spec = self._model_spec
+        if isinstance(spec, str):
+            return spec
+        backend = self._backend if self._backend is not None else spec
+        return "smollm2" if backend is None else type(backend).__name__
+
+    def _chat_attributes(self) -> dict[str, Any]:
+        return {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": "sdk",
+            "gen_ai.request.model": self._model_name(),
+            "gen_ai.request.max_tokens": self.max_tokens,
+            "gen_ai.request.temperature": self.sampling.temperature,
+            "gen_ai.request.top_p": self.sampling.top_p,
+            "gen_ai.request.seed": self.sampling.seed,
+        }
 
     def _result(
         self, run: _Run, output: OutputT, out: TurnOutput, new_from: int
@@ -959,6 +1004,17 @@ class Agent(Generic[OutputT]):
         return (
             f"Agent(tools={list(self.tools)}, tool_choice={self.tool_choice!r}, output_type={out})"
         )
+
+
+def _usage_attributes(usage: Usage, finish_reason: str) -> dict[str, Any]:
+    return {
+        "gen_ai.usage.input_tokens": usage.prompt_tokens,
+        "gen_ai.usage.output_tokens": usage.completion_tokens,
+        "gen_ai.response.finish_reasons": [finish_reason],
+        "sdk.forced_tokens": usage.forced_tokens,
+        "sdk.forward_passes": usage.forward_passes,
+        "sdk.mask_time_s": usage.mask_time_s,
+    }
 
 
 def _with_instructions(messages: list[Message], instructions: str | None) -> list[Message]:

@@ -54,6 +54,8 @@ class Usage:
     cached_prompt_tokens: int = 0
     retries: int = 0
     steps: int = 0
+    repeated_calls: int = 0  # calls cut away for repeating an earlier call of their turn
+    cut_calls: int = 0  # calls max_tokens cut (the complete calls before them were kept)
     mask_time_s: float = 0.0
     generation_time_s: float = 0.0
 

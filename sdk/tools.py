@@ -13,11 +13,12 @@ import asyncio
 import copy
 import functools
 import inspect
+import logging
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, cast, overload
+from typing import Any, Generic, Literal, TypeVar, cast, overload
 
 from pydantic import BaseModel
 
@@ -42,6 +43,7 @@ __all__ = [
     "tools_by_name",
 ]
 
+_log = logging.getLogger("sdk.tools")
 F = TypeVar("F", bound=Callable[..., Any])
 DepsT = TypeVar("DepsT")
 
@@ -177,6 +179,9 @@ class Tool:
     _context: Binding | None = field(default=None, repr=False)
     # Schema tools: the function takes the arguments object's members as keywords.
     _kwargs: bool = field(default=False, repr=False)
+    # Set when the grammar cannot express `json_schema` (unsupported="validate"): the grammar
+    # enforces this looser schema, validation the whole `json_schema`.
+    grammar_schema: dict[str, Any] | None = field(default=None, repr=False)
 
     @classmethod
     def from_schema(
@@ -187,6 +192,7 @@ class Tool:
         *,
         description: str = "",
         strict: bool = False,
+        unsupported: Literal["error", "validate"] = "error",
     ) -> Tool:
         """A tool from a JSON Schema of its arguments (an MCP tool's `inputSchema`, an OpenAPI
         operation, another framework's definition) and a sync or async function that takes
@@ -197,7 +203,10 @@ class Tool:
         is fed back to the model and retried like any tool's. Without `function` the tool is
         declared only: `Agent.plan_sync` returns its calls; `run` refuses to execute it.
         Raises `ToolDefinitionError` for a bad name or a schema that is not a JSON Schema of
-        an object.
+        an object; and for one the grammar cannot compile (a remote `$ref`, a grammar over the
+        size cap) unless `unsupported="validate"`: then the grammar only makes the arguments
+        a JSON object and validation enforces the schema (for schemas you do not control,
+        such as an MCP server's: one odd tool must not stop the others).
         """
         from sdk._schema_args import schema_args_model
 
@@ -210,7 +219,14 @@ class Tool:
                 f"tool {tool_name!r}: invalid JSON Schema: {getattr(exc, 'message', exc)}",
                 function=tool_name,
             ) from exc
-        _check_compiles(schema, tool_name, strict)
+        grammar_schema = None
+        try:
+            _check_compiles(schema, tool_name, strict)
+        except ToolDefinitionError as exc:
+            if unsupported != "validate":
+                raise
+            _log.warning("%s; its arguments are only validated", exc)
+            grammar_schema = {"type": "object"}
         if function is not None and not callable(function):
             raise ToolDefinitionError(
                 f"tool {tool_name!r}: function={function!r} is not callable", function=tool_name
@@ -225,6 +241,7 @@ class Tool:
             strict=strict,
             _bindings=(),
             _kwargs=True,
+            grammar_schema=grammar_schema,
         )
 
     @classmethod

@@ -23,6 +23,7 @@ from sdk.backends.test import TestModel, ToolCallScript
 from sdk.backends.transformers import probe_call_style
 from sdk.decoding._gate import PROBE, CallGate, GateRun
 from sdk.decoding.call_style import COMPACT, SPACED, CallStyle
+from sdk.decoding.formats import HERMES
 
 
 @tool
@@ -394,3 +395,29 @@ def test_distinct_calls_are_all_kept(smollm2_tokenizer: Any) -> None:
     model = TestModel([calls, "Sunny."], tokenizer=smollm2_tokenizer)
     result = Agent(model, tools=[get_weather], tool_choice="required").run_sync("x")
     assert len(result.tool_calls) == 3
+
+
+def test_max_tokens_inside_a_later_call_keeps_the_complete_ones(smollm2_tokenizer: Any) -> None:
+    """The cut call is dropped (never a cut value); the calls the model finished stand."""
+    calls = [ToolCallScript("get_weather", {"city": c}) for c in ("Paris", "Rome", "Lisbon")]
+    text = "\n".join(HERMES.render_call("get_weather", {"city": c}) for c in ("Paris", "Rome"))
+    budget = len(smollm2_tokenizer.encode(text)) + 6  # runs out inside the third call
+    agent = Agent(
+        TestModel([calls], tokenizer=smollm2_tokenizer),
+        tools=[get_weather],
+        tool_choice="required",
+        max_tokens=budget,
+    )
+    plan = agent.plan_sync("Weather in Paris, Rome and Lisbon?")
+    assert [c.args.city for c in plan.tool_calls] == ["Paris", "Rome"]
+    assert plan.finish_reason == "length" and plan.usage.cut_calls == 1
+    assert plan.output == text
+    # With nothing complete before the cut, it is a TruncationError as always.
+    single = Agent(
+        TestModel([calls[0]], tokenizer=smollm2_tokenizer),
+        tools=[get_weather],
+        tool_choice="required",
+        max_tokens=8,
+    )
+    with pytest.raises(TruncationError, match="tool call"):
+        single.plan_sync("Weather in Paris?")

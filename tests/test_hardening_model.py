@@ -241,14 +241,16 @@ def test_hostile_agent_runs_end_typed(
         else:
             assert isinstance(result.output, str)
             outcomes["finished"] += 1
+            if mode == "stall":  # a cut call was dropped, the complete ones before it kept
+                assert result.usage.cut_calls > 0 or result.finish_reason == "length"
             for call in result.tool_calls:
                 assert call.args is not None or call.error is not None
     for t in raw:
         for args in t.calls:
             jsonschema.validate(args, t.json_schema)
     print(f"\nagent/{mode}:", dict(outcomes))
-    if mode == "stall":
-        assert outcomes["TruncationError"] == 3
+    if mode == "stall":  # every run ran out of budget: raised, or kept its complete calls
+        assert outcomes["TruncationError"] + outcomes["finished"] == 3
 
 
 class Booking(BaseModel):
@@ -277,8 +279,8 @@ def test_hostile_structured_output(
             assert isinstance(result.output, Booking)
             outcomes["finished"] += 1
     print(f"\noutput/{mode}:", dict(outcomes))
-    if mode == "stall":
-        assert outcomes["TruncationError"] == 3
+    if mode == "stall":  # every run ran out of budget: raised, or kept its complete calls
+        assert outcomes["TruncationError"] + outcomes["finished"] == 3
 
 
 # ------------------------------------------------------------------ the matcher alone

@@ -426,6 +426,8 @@ class Runner:
         else:
             out.text = result.output
             out.tokens = result.usage.completion_tokens
+            if result.usage.cut_calls:  # max_tokens cut a later call; the complete ones stand
+                out.truncated, out.calls_lost = True, result.usage.cut_calls
             out.forward_passes = result.usage.forward_passes
             for c in result.tool_calls:
                 try:

@@ -27,11 +27,13 @@ for the next token. A call, once decided, is forced as the tokenizer encodes its
 `tool_call>` would be writing text it never saw).
 
 The same mechanism bounds reasoning before a required call: after `budget` free tokens the
-opener is forced, and ends a turn whose model repeats itself: with `drop_repeats`, a call
-identical to an earlier call of the same turn (same name, same arguments) is cut away and the
-turn ends after the call before it. A model writing the same call again is looping (on BFCL
-"parallel", 9 of 50 SmolLM2 turns repeated one call until `max_tokens` cut them, losing every
-call); the tool would only run twice.
+opener is forced. It also knows where the turn's last complete call ends, so the loop can cut
+back to it: with `drop_repeats`, when a call identical to an earlier one of the turn (same
+name, same arguments) closes, the turn ends after the call before it (a model writing the same
+call again is looping; on BFCL "parallel", 9 of 50 SmolLM2 turns repeated one call until
+`max_tokens` cut them, losing every call, and the tool would only run twice); with
+`keep_complete_calls`, when `max_tokens` runs out inside a call, the calls the model finished
+before it are kept and only the cut one is dropped.
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ class CallGate:
     budget: int | None = None
     name_prefix: str | None = None  # a call's text up to its tool name (enables the probe)
     drop_repeats: bool = False
+    keep_complete_calls: bool = False  # max_tokens inside a call: keep the turn's earlier ones
 
 
 @dataclass(frozen=True)
@@ -154,7 +157,7 @@ class GateRun:
         self.tokens = 0  # tokens accounted so far
         self.body_at = 0  # where the open call's body starts in `text`
         self.bodies: set[Any] = set()  # the turn's calls so far, canonical
-        self.kept_tokens = 0  # tokens up to the end of the last call kept
+        self.kept_tokens = 0  # tokens up to the end of the last complete call kept
         self.repeat_from: int | None = None  # set when a call repeats: cut the turn here
 
     def steer(self, logits: torch.Tensor) -> bytes:
@@ -249,6 +252,7 @@ class GateRun:
                 if body in self.bodies:
                     self.repeat_from = self.kept_tokens
                 self.bodies.add(body)
+            if self.repeat_from is None:
                 self.kept_tokens = self.tokens
             self.in_call = False
             self.free_tokens = 0

@@ -131,6 +131,9 @@ class TurnOutput:
     usage: Usage = field(default_factory=Usage)
     # Calls a remote backend returned already split (native `tool_calls`); None: parse `text`.
     calls: list[ParsedCall] | None = None
+    # A call cut off the end of the turn: "repeat" (it repeated an earlier one) or "truncated"
+    # (max_tokens ran out inside it; the complete calls before it are the turn).
+    dropped: str = ""
 
 
 def _valid_utf8_prefix(data: bytes) -> str:
@@ -242,7 +245,9 @@ def generate_turn(
     eos = index.eos_ids
     steer = GateRun(gate, index) if gate is not None and matcher is not None else None
     out: list[int] = []
+    feed: list[int] = []
     finish = "length"
+    dropped = ""  # what was cut off the end: "repeat" (a repeated call), "truncated"
     t_start = time.perf_counter()
     mask_time = 0.0
     try:
@@ -254,7 +259,7 @@ def generate_turn(
         at_start = matcher is not None and fast_forward
         while len(out) < max_tokens:
             logits = logits.float()
-            feed: list[int] = []
+            feed = []
             preset: int | None = None  # a token already chosen (by the call probe)
             t0 = time.perf_counter()
             if matcher is not None:
@@ -331,16 +336,15 @@ def generate_turn(
                     usage.forced_tokens += len(forced)
                 mask_time += time.perf_counter() - t0
             out += feed
-            dropped = False
             if steer is not None:
                 steer.after(index.decode_bytes(feed), len(feed))
                 if steer.repeat_from is not None and matcher is not None:
-                    _drop_repeat(session, matcher, out, steer.repeat_from, len(feed))
-                    dropped = True
+                    _cut_back(session, matcher, out, steer.repeat_from, len(feed))
+                    dropped, finish = "repeat", "stop"
+                    usage.repeated_calls += 1
             if on_progress is not None:
                 on_progress(out)
             if dropped:
-                finish = "stop"
                 break
             if matcher is not None and matcher.is_terminated():
                 finish = "stop"  # only EOS could follow: skip the forward pass
@@ -349,6 +353,19 @@ def generate_turn(
                 break
             logits = session.feed(feed)
             usage.forward_passes += 1
+        if (
+            finish == "length"
+            and steer is not None
+            and matcher is not None
+            and steer.in_call
+            and steer.kept_tokens > 0
+            and steer.gate.keep_complete_calls
+        ):  # max_tokens cut a call: keep the ones finished before it
+            _cut_back(session, matcher, out, steer.kept_tokens, len(feed))
+            dropped = "truncated"
+            usage.cut_calls += 1
+            if on_progress is not None:
+                on_progress(out)
     finally:
         session.close()
     usage.completion_tokens = len(out)
@@ -356,7 +373,7 @@ def generate_turn(
     usage.generation_time_s = time.perf_counter() - t_start
     text = index.decode_bytes(out).decode("utf-8", errors="replace")
     accepting = matcher is None or finish == "stop" or matcher.is_accepting()
-    return TurnOutput(text, out, finish, accepting, usage)
+    return TurnOutput(text, out, finish, accepting, usage, dropped=dropped)
 
 
 @dataclass
@@ -401,7 +418,7 @@ def _probe_call(
     return _Probe(list(ids), tid, fit)
 
 
-def _drop_repeat(
+def _cut_back(
     session: DecodeSession, matcher: Matcher, out: list[int], keep: int, unfed: int
 ) -> None:
     """Cut `out` back to its first `keep` tokens (the end of the last call kept), further if

@@ -116,12 +116,19 @@ def _rewrite_ref(ref: str, prefix: str, root_name: str, used_root: list[bool]) -
     return ref  # remote refs: left for the compiler to report
 
 
+def _grammar_schema(t: ToolSpec) -> dict[str, Any]:
+    """What the grammar enforces of a tool's arguments: its schema, unless the tool carries a
+    looser one because the grammar cannot express its schema (`Tool.grammar_schema`)."""
+    loose = getattr(t, "grammar_schema", None)
+    return loose if isinstance(loose, dict) else t.json_schema
+
+
 def call_body_schema(tools: Sequence[ToolSpec]) -> dict[str, Any]:
     """The single JSON Schema of a call body `{"name":..,"arguments":..}` over all tools."""
     defs: dict[str, Any] = {}
     variants: list[dict[str, Any]] = []
     for i, t in enumerate(tools):
-        schema = dict(t.json_schema)
+        schema = dict(_grammar_schema(t))
         prefix = f"t{i}_"
         root_name = f"t{i}__root"
         local_defs = {
@@ -301,7 +308,7 @@ def build_turn_grammar(
             mode,
             parallel_tool_calls,
             reasoning and mode == "required",
-            [[t.name, t.json_schema] for t in tools],
+            [[t.name, _grammar_schema(t)] for t in tools],
             output_schema,
         ],
         sort_keys=True,
