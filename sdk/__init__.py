@@ -27,7 +27,9 @@ if TYPE_CHECKING:
         ToolNotOffered,
         TruncationError,
         UnexpectedModelBehavior,
+        UsageLimitExceeded,
     )
+    from sdk._settings import UsageLimits
     from sdk.agent import Agent
     from sdk.backends.openai import OpenAIChatModel, RemoteModelError, RemoteTimeoutError
     from sdk.messages import Message
@@ -55,6 +57,8 @@ __all__ = [
     "TruncationError",
     "UnexpectedModelBehavior",
     "Usage",
+    "UsageLimitExceeded",
+    "UsageLimits",
     "tool",
 ]
 
@@ -78,6 +82,8 @@ _LAZY = {
     "ToolNotOffered": "sdk._agent_errors",
     "TruncationError": "sdk._agent_errors",
     "UnexpectedModelBehavior": "sdk._agent_errors",
+    "UsageLimitExceeded": "sdk._agent_errors",
+    "UsageLimits": "sdk._settings",
 }
 
 

@@ -95,6 +95,10 @@ class StepLimitExceeded(AgentRunError):
     """The run needed more model turns than `max_steps` allows."""
 
 
+class UsageLimitExceeded(AgentRunError):
+    """The run reached one of its `UsageLimits` (tokens, tool calls) and was stopped."""
+
+
 class ToolExecutionError(AgentRunError):
     """A tool raised (with `tool_errors="raise"`); the original exception is `__cause__`."""
 

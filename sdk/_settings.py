@@ -5,11 +5,52 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sdk.errors import ConfigError
 
-__all__ = ["check_int", "check_sampling", "check_tool_choice", "check_tools_arg"]
+__all__ = [
+    "UsageLimits",
+    "check_int",
+    "check_run_settings",
+    "check_sampling",
+    "check_tool_choice",
+    "check_tools_arg",
+]
+
+RUN_SETTINGS = ("max_tokens", "temperature", "top_p", "seed")
+
+
+@dataclass(frozen=True)
+class UsageLimits:
+    """Caps on one run; reaching one stops it with `UsageLimitExceeded` (checked before each
+    model turn and each tool call, and after each turn). None: no cap."""
+
+    total_tokens: int | None = None  # prompt + generated tokens, summed over the turns
+    output_tokens: int | None = None  # generated tokens, summed over the turns
+    tool_calls: int | None = None  # tool calls executed (validated calls that ran)
+
+    def __post_init__(self) -> None:
+        for name in ("total_tokens", "output_tokens", "tool_calls"):
+            value = getattr(self, name)
+            if value is not None:
+                check_int(f"UsageLimits.{name}", value, 0)
+
+
+def check_run_settings(settings: Any) -> dict[str, Any]:
+    """Per-run overrides of the agent's generation settings, checked like the agent's own."""
+    if settings is None:
+        return {}
+    if not isinstance(settings, Mapping):
+        raise ConfigError(f"settings must be a mapping, not {type(settings).__name__}")
+    unknown = sorted(set(settings) - set(RUN_SETTINGS))
+    if unknown:
+        raise ConfigError(f"settings {unknown}: unknown; per-run settings are {list(RUN_SETTINGS)}")
+    out = dict(settings)
+    if "max_tokens" in out:
+        check_int("max_tokens", out["max_tokens"], 1)
+    return out
 
 
 def check_int(name: str, value: Any, minimum: int) -> int:

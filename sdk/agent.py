@@ -42,8 +42,16 @@ from sdk._agent_errors import (
     ToolNotOffered,
     TruncationError,
     UnexpectedModelBehavior,
+    UsageLimitExceeded,
 )
-from sdk._settings import check_int, check_sampling, check_tool_choice, check_tools_arg
+from sdk._settings import (
+    UsageLimits,
+    check_int,
+    check_run_settings,
+    check_sampling,
+    check_tool_choice,
+    check_tools_arg,
+)
 from sdk._stream import TokenStream, TurnScanner, emit_whole_turn
 from sdk.decoding._gate import DEFAULT_AUTO_CALL_BIAS, TOOL_TRAINED_CALL_BIAS, CallGate
 from sdk.decoding.call_style import SPACED, CallStyle, as_call_style
@@ -164,6 +172,20 @@ def _is_tool_like(obj: Any) -> bool:
     )
 
 
+PrepareTools = Callable[[RunContext[Any], list[Any]], Sequence[Any]]
+"""Per run: called before each model turn with the run's context (`deps`, `step`) and the
+agent's tools; returns the tools to offer on that turn (a subset, or copies such as
+`dataclasses.replace(tool, description=...)`)."""
+
+
+@dataclass(frozen=True)
+class _Options:
+    max_steps: int | None = None
+    settings: Mapping[str, Any] | None = None
+    limits: UsageLimits | None = None
+    prepare: PrepareTools | None = None
+
+
 @dataclass
 class _Run:
     """Mutable state of one run."""
@@ -176,6 +198,11 @@ class _Run:
     attempts: list[FailedAttempt] = field(default_factory=list)
     last_raw: str = ""
     sink: Callable[[StreamEvent], None] | None = None  # a streamed run's events
+    max_tokens: int = 512  # this run's settings (the agent's, or per-run overrides)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    limits: UsageLimits | None = None
+    prepare: PrepareTools | None = None
+    offered: dict[str, Any] = field(default_factory=dict)  # this turn's tools
 
 
 class Agent(Generic[OutputT]):
@@ -458,9 +485,14 @@ class Agent(Generic[OutputT]):
             return self.resolved_format()
         return self._format_for(None)
 
-    def _turn_grammar(self, tool_choice: str, fmt: ToolCallFormat | None = None) -> TurnGrammar:
+    def _turn_grammar(
+        self,
+        tool_choice: str,
+        fmt: ToolCallFormat | None = None,
+        tools: Mapping[str, Any] | None = None,
+    ) -> TurnGrammar:
         return build_turn_grammar(
-            list(self.tools.values()),
+            list((self.tools if tools is None else tools).values()),
             tool_choice,
             self._output_schema,
             fmt or self._current_format(),
@@ -525,11 +557,11 @@ class Agent(Generic[OutputT]):
 
     def _request(self, run: _Run, tool_choice: str) -> tuple[TurnRequest, TurnGrammar]:
         fmt = self.resolved_format()
-        grammar = self._turn_grammar(tool_choice, fmt)
+        grammar = self._turn_grammar(tool_choice, fmt, run.offered)
         # Every tool is shown (a named tool_choice narrows the grammar, not the prompt).
         request = TurnRequest(
             messages=tuple(run.messages),
-            tools=list(self.tools.values()) if tool_choice != "none" else [],
+            tools=list(run.offered.values()) if tool_choice != "none" else [],
             tool_choice=tool_choice,
             output_schema=self._output_schema,
             fmt=fmt,
@@ -548,8 +580,8 @@ class Agent(Generic[OutputT]):
             out = await backend.acomplete_turn(
                 request,
                 grammar,
-                max_tokens=self.max_tokens,
-                sampling=self.sampling,
+                max_tokens=run.max_tokens,
+                sampling=run.sampling,
                 parallel_tool_calls=self.parallel_tool_calls,
             )
         except AgentRunError as exc:
@@ -581,8 +613,8 @@ class Agent(Generic[OutputT]):
                 out = cast(RemoteBackend, model).complete_turn(
                     request,
                     grammar,
-                    max_tokens=self.max_tokens,
-                    sampling=self.sampling,
+                    max_tokens=run.max_tokens,
+                    sampling=run.sampling,
                     parallel_tool_calls=self.parallel_tool_calls,
                 )
             except AgentRunError as exc:
@@ -606,8 +638,8 @@ class Agent(Generic[OutputT]):
                 matcher,
                 backend.index,
                 backend.tokenizer,
-                max_tokens=self.max_tokens,
-                sampling=self.sampling,
+                max_tokens=run.max_tokens,
+                sampling=run.sampling,
                 gate=self._gate(grammar, request.fmt),
                 heal=self.token_healing,
                 on_progress=stream,
@@ -640,7 +672,7 @@ class Agent(Generic[OutputT]):
                 u.generation_time_s,
                 out.finish_reason,
             )
-        if out.accepting and not self._cut_inside_value(out, grammar):
+        if out.accepting and not self._cut_inside_value(run, out, grammar):
             return out
         opener = self.format.opener
         in_call = (
@@ -652,13 +684,13 @@ class Agent(Generic[OutputT]):
             )
         )
         raise TruncationError(
-            f"max_tokens={self.max_tokens} ran out inside a "
+            f"max_tokens={run.max_tokens} ran out inside a "
             + ("tool call" if in_call else "structured output"),
             partial_text=out.text,
             messages=list(run.messages),
         )
 
-    def _cut_inside_value(self, out: TurnOutput, grammar: TurnGrammar) -> bool:
+    def _cut_inside_value(self, run: _Run, out: TurnOutput, grammar: TurnGrammar) -> bool:
         """Did `max_tokens` cut a constrained span (a call, a typed output)? Such a value
         counts only when the model or the grammar ended it, even if the cut left text the
         grammar accepts (`12` of `12345`). A cut in "auto"'s free text is an ordinary
@@ -669,7 +701,7 @@ class Agent(Generic[OutputT]):
             _log.warning(
                 "max_tokens=%d ran out inside a call: it was dropped, the %d complete calls "
                 "before it are kept",
-                self.max_tokens,
+                run.max_tokens,
                 len(self._calls(out, grammar)),
             )
             return False
@@ -717,7 +749,7 @@ class Agent(Generic[OutputT]):
     ) -> Message:
         # Re-checked here whatever produced the call (a remote server, a custom format): only
         # a tool offered THIS turn (`offered`, the turn grammar's names) may run.
-        tool: Any = self.tools.get(call.name) if offered is None or call.name in offered else None
+        tool: Any = run.offered.get(call.name) if offered is None or call.name in offered else None
         if tool is None and (call.error is None or call.name):
             raise ToolNotOffered(call.name, messages=list(run.messages), raw_output=run.last_raw)
         record = ToolCall(name=call.name, args=None, raw=call.raw, id=call_id, step=step)
@@ -784,6 +816,9 @@ class Agent(Generic[OutputT]):
         message_history: Iterable[Message | Mapping[str, Any]] | None = None,
         deps: Any = None,
         max_steps: int | None = None,
+        settings: Mapping[str, Any] | None = None,
+        usage_limits: UsageLimits | None = None,
+        prepare_tools: PrepareTools | None = None,
     ) -> RunResult[OutputT]:
         """Run the agent until the model answers without calling tools.
 
@@ -791,21 +826,22 @@ class Agent(Generic[OutputT]):
         this loop. Raises `StepLimitExceeded`, `RetriesExhausted`, `TruncationError`,
         `ToolExecutionError` — each with the transcript in `.messages`.
         """
-        return await self._loop(prompt, message_history, deps, max_steps, None)
+        options = _Options(max_steps, settings, usage_limits, prepare_tools)
+        return await self._loop(prompt, message_history, deps, options, None)
 
     async def _loop(
         self,
         prompt: str | None,
         message_history: Iterable[Message | Mapping[str, Any]] | None,
         deps: Any,
-        max_steps: int | None,
+        options: _Options,
         sink: Callable[[StreamEvent], None] | None,
     ) -> RunResult[OutputT]:
         messages, new_from = self._start_messages(prompt, message_history)
-        run = _Run(messages=messages, deps=deps, sink=sink)
+        run = self._new_run(messages, deps, options, sink)
         attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "sdk.Agent"}
         with tracing.span("invoke_agent", attrs) as s:
-            result = await self._steps(run, new_from, max_steps)
+            result = await self._steps(run, new_from, options.max_steps)
             tracing.annotate(s, _usage_attributes(result.usage, result.finish_reason))
             return result
 
@@ -814,9 +850,12 @@ class Agent(Generic[OutputT]):
         limit = self.max_steps if max_steps is None else max_steps
         for step in range(1, limit + 1):
             tool_choice = self._choices[min(step, len(self._choices)) - 1]
-            with tracing.span(f"chat {self._model_name()}", self._chat_attributes()) as s:
+            self._prepare_turn(run, step, tool_choice)
+            self._check_limits(run, calls=0)
+            with tracing.span(f"chat {self._model_name()}", self._chat_attributes(run)) as s:
                 out, grammar = await self._agenerate(run, tool_choice)
                 tracing.annotate(s, _usage_attributes(out.usage, out.finish_reason))
+            self._check_limits(run, calls=0)
             calls = self._calls(out, grammar)
             ids = _call_ids(run.messages, len(calls))
             run.messages.append(_assistant_message(out, calls, ids))
@@ -828,6 +867,7 @@ class Agent(Generic[OutputT]):
                         "gen_ai.tool.call.id": call_id,
                         "gen_ai.tool.type": "function",
                     }
+                    self._check_limits(run, calls=1)
                     with tracing.span(f"execute_tool {call.name}", attrs):
                         reply = await self._call_tool(run, call, call_id, step, grammar.tool_names)
                     run.messages.append(reply)
@@ -852,6 +892,76 @@ class Agent(Generic[OutputT]):
             raw_output=run.last_raw,
         )
 
+    def _new_run(
+        self,
+        messages: list[Message],
+        deps: Any,
+        options: _Options,
+        sink: Callable[[StreamEvent], None] | None,
+    ) -> _Run:
+        """A run's state, with its per-run settings over the agent's (checked first)."""
+        overrides = check_run_settings(options.settings)
+        sampling = self.sampling
+        if overrides.keys() & {"temperature", "top_p", "seed"}:
+            changes = {k: v for k, v in overrides.items() if k != "max_tokens"}
+            sampling = replace(sampling, **changes)
+            check_sampling(sampling.temperature, sampling.top_p, sampling.seed)
+        if options.limits is not None and not isinstance(options.limits, UsageLimits):
+            raise ConfigError(f"usage_limits={options.limits!r}: expected a UsageLimits")
+        if options.prepare is not None and not callable(options.prepare):
+            raise ConfigError(f"prepare_tools={options.prepare!r}: expected a callable")
+        return _Run(
+            messages=messages,
+            deps=deps,
+            sink=sink,
+            max_tokens=overrides.get("max_tokens", self.max_tokens),
+            sampling=sampling,
+            limits=options.limits,
+            prepare=options.prepare,
+            offered=dict(self.tools),
+        )
+
+    def _prepare_turn(self, run: _Run, step: int, tool_choice: str) -> None:
+        """This turn's tools: all of the agent's, or what `prepare_tools` keeps of them."""
+        if run.prepare is None:
+            return
+        kept = run.prepare(RunContext(deps=run.deps, step=step), list(self.tools.values()))
+        offered: dict[str, Any] = {}
+        for t in kept:
+            name = getattr(t, "name", None)
+            if name not in self.tools:
+                raise ConfigError(
+                    f"prepare_tools returned {t!r}: only the agent's own tools (or copies with "
+                    "the same name) can be offered"
+                )
+            offered[name] = t
+        if tool_choice not in ("auto", "none") and not offered:
+            raise ConfigError(f"tool_choice={tool_choice!r} but prepare_tools kept no tool")
+        if tool_choice not in ("auto", "required", "none") and tool_choice not in offered:
+            raise ConfigError(f"tool_choice={tool_choice!r} but prepare_tools left that tool out")
+        run.offered = offered
+
+    def _check_limits(self, run: _Run, *, calls: int) -> None:
+        """Stop the run once it has used what its `UsageLimits` allow (`calls`: a tool call
+        is about to run)."""
+        limits = run.limits
+        if limits is None:
+            return
+        u = run.usage
+        over = None
+        if limits.total_tokens is not None and u.total_tokens > limits.total_tokens:
+            over = f"total_tokens={u.total_tokens} > {limits.total_tokens}"
+        elif limits.output_tokens is not None and u.completion_tokens > limits.output_tokens:
+            over = f"output_tokens={u.completion_tokens} > {limits.output_tokens}"
+        elif calls and limits.tool_calls is not None:
+            ran = sum(c.args is not None for c in run.tool_calls)
+            if ran + calls > limits.tool_calls:
+                over = f"tool_calls: {limits.tool_calls} already ran"
+        if over is not None:
+            raise UsageLimitExceeded(
+                f"usage limit reached: {over}", messages=list(run.messages), raw_output=run.last_raw
+            )
+
     def _model_name(self) -> str:
         spec = self._model_spec
         if isinstance(spec, str):
@@ -859,15 +969,15 @@ class Agent(Generic[OutputT]):
         backend = self._backend if self._backend is not None else spec
         return "smollm2" if backend is None else type(backend).__name__
 
-    def _chat_attributes(self) -> dict[str, Any]:
+    def _chat_attributes(self, run: _Run) -> dict[str, Any]:
         return {
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": "sdk",
             "gen_ai.request.model": self._model_name(),
-            "gen_ai.request.max_tokens": self.max_tokens,
-            "gen_ai.request.temperature": self.sampling.temperature,
-            "gen_ai.request.top_p": self.sampling.top_p,
-            "gen_ai.request.seed": self.sampling.seed,
+            "gen_ai.request.max_tokens": run.max_tokens,
+            "gen_ai.request.temperature": run.sampling.temperature,
+            "gen_ai.request.top_p": run.sampling.top_p,
+            "gen_ai.request.seed": run.sampling.seed,
         }
 
     def _result(
@@ -890,10 +1000,21 @@ class Agent(Generic[OutputT]):
         message_history: Iterable[Message | Mapping[str, Any]] | None = None,
         deps: Any = None,
         max_steps: int | None = None,
+        settings: Mapping[str, Any] | None = None,
+        usage_limits: UsageLimits | None = None,
+        prepare_tools: PrepareTools | None = None,
     ) -> RunResult[OutputT]:
         """`run` for synchronous code (also safe to call while an event loop is running)."""
         return _run_blocking(
-            self.run(prompt, message_history=message_history, deps=deps, max_steps=max_steps)
+            self.run(
+                prompt,
+                message_history=message_history,
+                deps=deps,
+                max_steps=max_steps,
+                settings=settings,
+                usage_limits=usage_limits,
+                prepare_tools=prepare_tools,
+            )
         )
 
     async def run_stream(
@@ -903,6 +1024,9 @@ class Agent(Generic[OutputT]):
         message_history: Iterable[Message | Mapping[str, Any]] | None = None,
         deps: Any = None,
         max_steps: int | None = None,
+        settings: Mapping[str, Any] | None = None,
+        usage_limits: UsageLimits | None = None,
+        prepare_tools: PrepareTools | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """`run`, streamed: yields `sdk.events` as the run goes (text and argument deltas as
         they are generated, each call once validated, each tool result, each retry), then
@@ -919,7 +1043,8 @@ class Agent(Generic[OutputT]):
         def sink(event: StreamEvent) -> None:  # called from the decoding thread too
             loop.call_soon_threadsafe(queue.put_nowait, event)
 
-        task = asyncio.ensure_future(self._loop(prompt, message_history, deps, max_steps, sink))
+        options = _Options(max_steps, settings, usage_limits, prepare_tools)
+        task = asyncio.ensure_future(self._loop(prompt, message_history, deps, options, sink))
         task.add_done_callback(lambda _: loop.call_soon_threadsafe(queue.put_nowait, done))
         try:
             while (event := await queue.get()) is not done:
@@ -935,6 +1060,9 @@ class Agent(Generic[OutputT]):
         message_history: Iterable[Message | Mapping[str, Any]] | None = None,
         deps: Any = None,
         max_steps: int | None = None,
+        settings: Mapping[str, Any] | None = None,
+        usage_limits: UsageLimits | None = None,
+        prepare_tools: PrepareTools | None = None,
     ) -> Iterator[StreamEvent]:
         """`run_stream` for synchronous code: a generator of the same events (the run goes on
         in a background thread with its own event loop)."""
@@ -944,7 +1072,13 @@ class Agent(Generic[OutputT]):
         async def pump() -> None:
             try:
                 async for event in self.run_stream(
-                    prompt, message_history=message_history, deps=deps, max_steps=max_steps
+                    prompt,
+                    message_history=message_history,
+                    deps=deps,
+                    max_steps=max_steps,
+                    settings=settings,
+                    usage_limits=usage_limits,
+                    prepare_tools=prepare_tools,
                 ):
                     events.put(event)
             except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
@@ -971,7 +1105,8 @@ class Agent(Generic[OutputT]):
         `output` is the turn's raw text. No retries. Used by the BFCL benchmark.
         """
         messages, new_from = self._start_messages(prompt, message_history)
-        run = _Run(messages=messages, deps=None)
+        run = self._new_run(messages, None, _Options(), None)
+        self._prepare_turn(run, 1, self._choices[0])
         out, grammar = self._generate(run, self._choices[0])
         calls = self._calls(out, grammar)
         ids = _call_ids(run.messages, len(calls))

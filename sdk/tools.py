@@ -87,6 +87,7 @@ class RunContext(Generic[DepsT]):
     deps: DepsT
     tool_name: str = ""
     retry: int = 0
+    step: int = 0  # the model turn (1-based) the call was made in, or is about to be prepared
 
 
 def _check_name(name: Any, function: str) -> str:

@@ -239,3 +239,78 @@ def test_the_sdk_logger_reports_compiles_turns_calls_and_retries(
     assert "sdk.agent turn 1 (auto):" in text and "forced" in text
     assert 'sdk.agent call call_1_0: positive({"n": -1})' in text
     assert "sdk.agent retry (positive): n must be positive" in text
+
+
+# ------------------------------------------------------------------ per-run settings
+
+
+def test_per_run_settings_override_the_agents(smollm2_tokenizer: Any) -> None:
+    from sdk import TruncationError
+
+    agent = Agent(_model(smollm2_tokenizer, "12345", "12345"), output_type=int)
+    with pytest.raises(TruncationError, match="max_tokens=2"):
+        agent.run_sync("x", settings={"max_tokens": 2})
+    assert agent.run_sync("x").output == 12345  # the agent's own setting again
+    for bad, match in (
+        ({"max_tokens": 0}, "max_tokens"),
+        ({"temperature": -1}, "temperature"),
+        ({"top_k": 3}, "unknown"),
+    ):
+        with pytest.raises(ConfigError, match=match):
+            agent.run_sync("x", settings=bad)
+
+
+def test_usage_limits_stop_the_run(smollm2_tokenizer: Any) -> None:
+    from sdk import UsageLimitExceeded, UsageLimits
+
+    def script() -> TestModel:
+        calls = [ToolCallScript("add", {"a": 1, "b": 2}), ToolCallScript("add", {"a": 3, "b": 4})]
+        return _model(smollm2_tokenizer, calls, ToolCallScript("add", {"a": 5, "b": 6}), "done")
+
+    with pytest.raises(UsageLimitExceeded, match="tool_calls") as info:
+        Agent(script(), tools=[add]).run_sync("x", usage_limits=UsageLimits(tool_calls=2))
+    assert [m.role for m in info.value.messages].count("tool") == 2  # two ran, the third not
+    with pytest.raises(UsageLimitExceeded, match="output_tokens"):
+        Agent(script(), tools=[add]).run_sync("x", usage_limits=UsageLimits(output_tokens=10))
+    ok = Agent(script(), tools=[add]).run_sync("x", usage_limits=UsageLimits(tool_calls=3))
+    assert ok.output == "done"
+    with pytest.raises(ConfigError, match="tool_calls"):
+        UsageLimits(tool_calls=-1)
+
+
+def test_prepare_tools_per_turn(smollm2_tokenizer: Any) -> None:
+    """Turn 1 offers only `add`; a `mul` call cannot even be written then. Turn 2 offers
+    `mul` only, under a per-run description."""
+    import dataclasses
+
+    @tool
+    def mul(a: int, b: int) -> int:
+        """Multiply two integers."""
+        return a * b
+
+    seen: list[tuple[int, list[str]]] = []
+
+    def prepare(ctx: Any, tools: list[Any]) -> list[Any]:
+        keep = ["add"] if ctx.step == 1 else ["mul"]
+        seen.append((ctx.step, [t.name for t in tools]))
+        return [
+            dataclasses.replace(t, description=f"step {ctx.step}") for t in tools if t.name in keep
+        ]
+
+    model = _model(
+        smollm2_tokenizer,
+        ToolCallScript("add", {"a": 1, "b": 2}),
+        ToolCallScript("mul", {"a": 3, "b": 4}),
+        "12",
+    )
+    result = Agent(model, tools=[add, mul]).run_sync("x", prepare_tools=prepare)
+    assert [c.result for c in result.tool_calls] == [3, 12]
+    assert seen[0] == (1, ["add", "mul"])
+    assert '"mul"' not in model.prompts[0] and "step 2" in model.prompts[1]
+    blocked = _model(smollm2_tokenizer, ToolCallScript("mul", {"a": 3, "b": 4}))
+    with pytest.raises(Exception, match="grammar"):
+        Agent(blocked, tools=[add, mul]).run_sync("x", prepare_tools=prepare)
+    with pytest.raises(ConfigError, match="only the agent's own tools"):
+        Agent(_model(smollm2_tokenizer, "x"), tools=[add]).run_sync(
+            "x", prepare_tools=lambda ctx, tools: [mul]
+        )
