@@ -1005,17 +1005,8 @@ class Agent(Generic[OutputT]):
         prepare_tools: PrepareTools | None = None,
     ) -> RunResult[OutputT]:
         """`run` for synchronous code (also safe to call while an event loop is running)."""
-        return _run_blocking(
-            self.run(
-                prompt,
-                message_history=message_history,
-                deps=deps,
-                max_steps=max_steps,
-                settings=settings,
-                usage_limits=usage_limits,
-                prepare_tools=prepare_tools,
-            )
-        )
+        options = _Options(max_steps, settings, usage_limits, prepare_tools)
+        return _run_blocking(self._loop(prompt, message_history, deps, options, None))
 
     async def run_stream(
         self,
@@ -1036,6 +1027,17 @@ class Agent(Generic[OutputT]):
         Leaving the loop early cancels the run between model turns (a turn being generated
         finishes in its worker thread first).
         """
+        options = _Options(max_steps, settings, usage_limits, prepare_tools)
+        async for event in self._stream(prompt, message_history, deps, options):
+            yield event
+
+    async def _stream(
+        self,
+        prompt: str | None,
+        message_history: Iterable[Message | Mapping[str, Any]] | None,
+        deps: Any,
+        options: _Options,
+    ) -> AsyncIterator[StreamEvent]:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
         done = object()
@@ -1043,7 +1045,6 @@ class Agent(Generic[OutputT]):
         def sink(event: StreamEvent) -> None:  # called from the decoding thread too
             loop.call_soon_threadsafe(queue.put_nowait, event)
 
-        options = _Options(max_steps, settings, usage_limits, prepare_tools)
         task = asyncio.ensure_future(self._loop(prompt, message_history, deps, options, sink))
         task.add_done_callback(lambda _: loop.call_soon_threadsafe(queue.put_nowait, done))
         try:
@@ -1066,20 +1067,13 @@ class Agent(Generic[OutputT]):
     ) -> Iterator[StreamEvent]:
         """`run_stream` for synchronous code: a generator of the same events (the run goes on
         in a background thread with its own event loop)."""
+        options = _Options(max_steps, settings, usage_limits, prepare_tools)
         events: queue.Queue[Any] = queue.Queue()
         end = object()
 
         async def pump() -> None:
             try:
-                async for event in self.run_stream(
-                    prompt,
-                    message_history=message_history,
-                    deps=deps,
-                    max_steps=max_steps,
-                    settings=settings,
-                    usage_limits=usage_limits,
-                    prepare_tools=prepare_tools,
-                ):
+                async for event in self._stream(prompt, message_history, deps, options):
                     events.put(event)
             except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
                 events.put(exc)
