@@ -30,12 +30,28 @@ class TurnScanner:
     `closer` (None: the turn has no calls to find, all of it is text)."""
 
     def __init__(
-        self, step: int, opener: str | None, closer: str | None, emit: Callable[[StreamEvent], None]
+        self,
+        step: int,
+        opener: str | None,
+        closer: str | None,
+        emit: Callable[[StreamEvent], None],
+        *,
+        parse: Callable[[str], Sequence[Any]] | None = None,
+        reasoning: tuple[str, str] | None = None,
     ) -> None:
         self.step = step
         self.opener = opener or None
         self.closer = closer or None
         self.emit = emit
+        # Formats whose calls are not `opener {"name", "arguments"} closer`: everything from
+        # the first opener on is parsed with `parse` when the turn ends, and its calls emitted
+        # whole.
+        self.parse = parse
+        # A reasoning span `(start, end)` opening the turn: text, never searched for calls.
+        self.reasoning = reasoning
+        self.thinking = reasoning is not None
+        self.seen = ""  # the turn's text while deciding whether it reasons
+        self.sent_think = 0  # reasoning characters emitted
         self.buf = ""  # text not yet consumed
         self.in_call = False
         self.index = -1  # the current (or last) call
@@ -53,15 +69,55 @@ class TurnScanner:
         self.sent = 0  # argument characters emitted
 
     def feed(self, text: str) -> None:
+        if self.thinking:
+            text = self._think(text)
         self.buf += text
         while self.buf:
             if not (self._call() if self.in_call else self._text()):
                 break
 
+    def _think(self, text: str) -> str:
+        """Pass reasoning text through as text; returns what follows the span."""
+        assert self.reasoning is not None
+        start, end = self.reasoning
+        self.seen += text
+        head = self.seen.lstrip()
+        if len(head) < len(start) and start.startswith(head):
+            return ""  # maybe the start marker: wait
+        if not head.startswith(start):
+            self.thinking = False
+            return self.seen  # no reasoning: all of it is ordinary text
+        at = self.seen.find(end)
+        if at < 0:
+            hold = _opener_prefix_len(self.seen, end)
+            cut = len(self.seen) - hold
+            if cut > self.sent_think:
+                self.emit(TextDelta(self.step, self.seen[self.sent_think : cut]))
+                self.sent_think = cut
+            return ""
+        self.thinking = False
+        cut = at + len(end)
+        if cut > self.sent_think:
+            self.emit(TextDelta(self.step, self.seen[self.sent_think : cut]))
+        return self.seen[cut:]
+
     def finish(self) -> None:
         """End of turn: flush held-back text (an unfinished call stays as it is). Joined, the
         `TextDelta`s are the turn's text outside calls, less the whitespace right before each
         call (the calls' layout)."""
+        if self.thinking and self.seen[self.sent_think :]:
+            self.emit(TextDelta(self.step, self.seen[self.sent_think :]))
+            self.sent_think = len(self.seen)
+        if self.in_call and self.parse is not None:
+            for call in self.parse((self.opener or "") + self.body):
+                if not call.name:
+                    continue
+                self.emit(CallStarted(self.step, self.index, call.name))
+                self.emit(ArgsDelta(self.step, self.index, call.raw, call.arguments))
+                self.index += 1
+            self.index -= 1
+            self.body = ""
+            return
         if not self.in_call and self.buf:
             self.emit(TextDelta(self.step, self.buf))
             self.buf = ""
@@ -95,6 +151,8 @@ class TurnScanner:
     def _call(self) -> bool:
         self.body += self.buf
         self.buf = ""
+        if self.parse is not None:
+            return False  # parsed whole at the end of the turn
         if not self.named:
             m = _NAME.match(self.body)
             if m is not None:

@@ -54,8 +54,16 @@ from sdk._settings import (
 )
 from sdk._stream import TokenStream, TurnScanner, emit_whole_turn
 from sdk.decoding._gate import DEFAULT_AUTO_CALL_BIAS, TOOL_TRAINED_CALL_BIAS, CallGate
+from sdk.decoding._markers import format_index
 from sdk.decoding.call_style import SPACED, CallStyle, as_call_style
-from sdk.decoding.formats import HERMES, ParsedCall, ToolCallFormat, _strip_property_titles
+from sdk.decoding.formats import (
+    HERMES,
+    HermesFormat,
+    ParsedCall,
+    ToolCallFormat,
+    get_format,
+    strip_property_titles,
+)
 from sdk.decoding.generate import (
     ModelBackend,
     RemoteBackend,
@@ -232,7 +240,10 @@ class Agent(Generic[OutputT]):
         drop_repeated_calls: a call identical (name and arguments) to an earlier call of the same
             turn is cut away and the turn ends after the call before it: the model is looping,
             and the tool would only run twice. False keeps every call the model writes.
-        call_format: the envelope of calls (`HERMES`, `<tool_call>` tags, by default).
+        call_format: the envelope of calls: "auto" (the format the model's chat template
+            writes calls in, Hermes `<tool_call>` tags where it writes none), a built-in
+            format's name ("hermes", "llama3_json", "mistral", "mistral_args", "granite",
+            "deepseek_v3") or a `ToolCallFormat`. See the model-families page.
         call_style: the layout of a call's JSON body, which the grammar enforces exactly:
             "auto" (what the model's chat template writes, else `json.dumps`' `", "`/`": "`),
             "compact", "spaced", "flexible" (bounded whitespace, the model's choice), an
@@ -246,7 +257,9 @@ class Agent(Generic[OutputT]):
             models then almost never call). See the call-quality page.
         reasoning_tokens: under "required" (or a tool name), let the model write up to this
             many tokens of free text before its call (0: the call starts at once); the text
-            stays in the turn's output and is never parsed for calls.
+            stays in the turn's output and is never parsed for calls. For a reasoning model
+            (a format with `<think>` markers) it bounds the reasoning span instead: this many
+            tokens into it, the end marker is forced (0: unbounded).
         token_healing: where forced text (an envelope, a key, `": "`) meets free text, give the
             last forced tokens back when one of the model's own tokens could run across the
             boundary (` 36` after `":`), so the model writes the tokens it was trained on.
@@ -271,7 +284,7 @@ class Agent(Generic[OutputT]):
         seed: int | None = None,
         tool_errors: ToolErrors = "return",
         parallel_tool_calls: bool = True,
-        call_format: ToolCallFormat = HERMES,
+        call_format: ToolCallFormat | str = "auto",
         call_style: CallStyleSpec = "auto",
         auto_call_bias: float | Literal["auto"] | None = "auto",
         reasoning_tokens: int = 0,
@@ -296,7 +309,7 @@ class Agent(Generic[OutputT]):
         seed: int | None = None,
         tool_errors: ToolErrors = "return",
         parallel_tool_calls: bool = True,
-        call_format: ToolCallFormat = HERMES,
+        call_format: ToolCallFormat | str = "auto",
         call_style: CallStyleSpec = "auto",
         auto_call_bias: float | Literal["auto"] | None = "auto",
         reasoning_tokens: int = 0,
@@ -321,7 +334,7 @@ class Agent(Generic[OutputT]):
         seed: int | None = None,
         tool_errors: ToolErrors = "return",
         parallel_tool_calls: bool = True,
-        call_format: ToolCallFormat = HERMES,
+        call_format: ToolCallFormat | str = "auto",
         call_style: CallStyleSpec = "auto",
         auto_call_bias: float | Literal["auto"] | None = "auto",
         reasoning_tokens: int = 0,
@@ -345,7 +358,7 @@ class Agent(Generic[OutputT]):
         seed: int | None = None,
         tool_errors: ToolErrors = "return",
         parallel_tool_calls: bool = True,
-        call_format: ToolCallFormat = HERMES,
+        call_format: ToolCallFormat | str = "auto",
         call_style: CallStyleSpec = "auto",
         auto_call_bias: float | Literal["auto"] | None = "auto",
         reasoning_tokens: int = 0,
@@ -393,11 +406,19 @@ class Agent(Generic[OutputT]):
         self._stop = _stop_policy(retries)
         self.sampling = SamplingConfig(temperature=temperature, top_p=top_p, seed=seed)
         self.tool_errors = tool_errors
+        if isinstance(call_format, str):
+            if call_format != "auto":
+                get_format(call_format)  # a ConfigError naming the known formats
+        elif not isinstance(call_format, ToolCallFormat):
+            raise ConfigError(
+                f"call_format={call_format!r}: expected 'auto', a format name or a ToolCallFormat"
+            )
         self.format = call_format
         self.call_style = call_style
         self._style: CallStyle | None = None if call_style == "auto" else as_call_style(call_style)
         if (
             self._style is not None
+            and not isinstance(call_format, str)
             and not hasattr(call_format, "with_style")
             and self._style != format_style(call_format)
         ):
@@ -462,12 +483,23 @@ class Agent(Generic[OutputT]):
         return format_style(self.resolved_format())
 
     def _format_for(self, backend: Any) -> ToolCallFormat:
-        fmt = self.format
+        tokenizer = None if _is_remote(backend) else getattr(backend, "tokenizer", None)
+        spec = self.format
+        if isinstance(spec, str):
+            if spec != "auto":
+                fmt: ToolCallFormat = get_format(spec)
+            elif tokenizer is not None:
+                from sdk.backends.transformers import detect_call_format
+
+                fmt = detect_call_format(tokenizer)
+            else:  # a remote server parses calls itself; Hermes for text it returns raw
+                fmt = HERMES
+        else:
+            fmt = spec
         if not hasattr(fmt, "with_style"):
             return fmt
         style = self._style
         if style is None:
-            tokenizer = None if _is_remote(backend) else getattr(backend, "tokenizer", None)
             if tokenizer is None:
                 style = SPACED
             else:
@@ -491,13 +523,16 @@ class Agent(Generic[OutputT]):
         fmt: ToolCallFormat | None = None,
         tools: Mapping[str, Any] | None = None,
     ) -> TurnGrammar:
+        fmt = fmt or self._current_format()
+        # A reasoning model's span already precedes its call (the format's own markers).
+        free_text = self.reasoning_tokens > 0 and not getattr(fmt, "reasoning", None)
         return build_turn_grammar(
             list((self.tools if tools is None else tools).values()),
             tool_choice,
             self._output_schema,
-            fmt or self._current_format(),
+            fmt,
             parallel_tool_calls=self.parallel_tool_calls,
-            reasoning=self.reasoning_tokens > 0,
+            reasoning=free_text,
         )
 
     def _call_bias(self) -> float:
@@ -521,23 +556,27 @@ class Agent(Generic[OutputT]):
         closer = getattr(fmt, "closer", None)
         # Several calls per turn, each closed: the loop can cut back to the last complete one.
         tracked = self.parallel_tool_calls and closer is not None
+        # A reasoning model's span: no call is seen inside it; `reasoning_tokens` bounds it.
+        thinking = getattr(fmt, "reasoning", None)
         gate = CallGate(
             fmt.opener,
             closer,
             drop_repeats=tracked and self.drop_repeated_calls,
             keep_complete_calls=tracked,
+            reasoning=thinking,
+            reasoning_budget=(self.reasoning_tokens or None) if thinking else None,
         )
         if grammar.mode == "auto" and self.auto_call_bias is not None:
             return replace(gate, bias=self._call_bias(), name_prefix=_name_prefix(fmt))
-        budget = self.reasoning_tokens if grammar.mode == "required" else 0
-        if budget > 0 or tracked:
+        budget = self.reasoning_tokens if grammar.mode == "required" and not thinking else 0
+        if budget > 0 or tracked or thinking:
             return replace(gate, budget=budget or None)
         return None
 
     def _system_text(self) -> str | None:
         parts = [self.system_prompt] if self.system_prompt else []
         if self._output_schema is not None:
-            schema = json.dumps(_strip_property_titles(self._output_schema), ensure_ascii=False)
+            schema = json.dumps(strip_property_titles(self._output_schema), ensure_ascii=False)
             when = "When you have the final answer, reply" if self.tools else "Reply"
             parts.append(f"{when} with JSON matching this JSON schema:\n{schema}")
         return "\n\n".join(parts) if parts else None
@@ -594,7 +633,17 @@ class Agent(Generic[OutputT]):
         assert run.sink is not None
         opener = fmt.opener if grammar.tool_names else None
         closer = getattr(fmt, "closer", None)
-        return TurnScanner(run.usage.steps + 1, opener, closer, run.sink)
+        # Calls `opener {"name": .., "arguments": ..} closer` stream their arguments as they
+        # are written; other layouts are parsed whole when the turn ends.
+        streamed = isinstance(fmt, HermesFormat) and fmt.arguments_key == "arguments"
+        return TurnScanner(
+            run.usage.steps + 1,
+            opener,
+            closer,
+            run.sink,
+            parse=None if streamed else fmt.parse,
+            reasoning=getattr(fmt, "reasoning", None),
+        )
 
     def _stream_whole(
         self, run: _Run, out: TurnOutput, grammar: TurnGrammar, fmt: ToolCallFormat
@@ -623,12 +672,12 @@ class Agent(Generic[OutputT]):
             self._stream_whole(run, out, grammar, request.fmt)
             return self._account(run, out, grammar), grammar
         backend = cast(ModelBackend, model)
-        matcher = Matcher(grammar.compiled, backend.index) if grammar.compiled else None
+        # Formats marked by control tokens match them as text (`[TOOL_CALLS]`).
+        index = format_index(backend.index, backend.tokenizer, request.fmt)
+        matcher = Matcher(grammar.compiled, index) if grammar.compiled else None
         stream = None
         if run.sink is not None:
-            stream = TokenStream(
-                self._scanner(run, grammar, request.fmt), backend.index.decode_bytes
-            )
+            stream = TokenStream(self._scanner(run, grammar, request.fmt), index.decode_bytes)
         try:
             # begin_turn inside: a backend's own failure (a scripted model running out of
             # replies) keeps the transcript too.
@@ -636,7 +685,7 @@ class Agent(Generic[OutputT]):
             out = generate_turn(
                 session,
                 matcher,
-                backend.index,
+                index,
                 backend.tokenizer,
                 max_tokens=run.max_tokens,
                 sampling=run.sampling,
@@ -674,7 +723,7 @@ class Agent(Generic[OutputT]):
             )
         if out.accepting and not self._cut_inside_value(run, out, grammar):
             return out
-        opener = self.format.opener
+        opener = self.resolved_format().opener
         in_call = (
             bool(out.calls)
             or not grammar.has_output
@@ -707,8 +756,9 @@ class Agent(Generic[OutputT]):
             return False
         if grammar.mode != "auto" or grammar.has_output:
             return True
-        opener = self.format.opener
-        closer = getattr(self.format, "closer", None)
+        fmt = self.resolved_format()
+        opener = fmt.opener
+        closer = getattr(fmt, "closer", None)
         opened = out.text.rfind(opener)
         if opened < 0:
             return False
@@ -718,7 +768,7 @@ class Agent(Generic[OutputT]):
         """The turn's calls: split by a remote server already, or parsed out of the text."""
         if out.calls is not None:
             return list(out.calls)
-        return self.format.parse(out.text) if grammar.tool_names else []
+        return self.resolved_format().parse(out.text) if grammar.tool_names else []
 
     # ------------------------------------------------------------------ tools
 
@@ -874,10 +924,11 @@ class Agent(Generic[OutputT]):
                     if sink is not None:
                         sink(ToolResult(step, call_id, call.name, reply.content))
                 continue
+            answer = self._answer(out)
             if self._output_adapter is None:
-                return self._result(run, cast(OutputT, out.text), out, new_from)
+                return self._result(run, cast(OutputT, answer), out, new_from)
             try:
-                value = self._output_adapter.validate_json(out.text)
+                value = self._output_adapter.validate_json(answer)
             except ValidationError as exc:
                 feedback = f"Validation feedback:\n{_format_validation_error(exc)}"
                 self._fail(run, "\x00output", FailedAttempt(None, out.text, feedback, step))
@@ -980,6 +1031,17 @@ class Agent(Generic[OutputT]):
             "gen_ai.request.seed": run.sampling.seed,
         }
 
+    def _split_reasoning(self, out: TurnOutput) -> tuple[str, str]:
+        """`(reasoning, answer)` of a final turn (reasoning "" for formats without it)."""
+        split = getattr(self.resolved_format(), "split_reasoning", None)
+        if split is None:
+            return "", out.text
+        thought, answer = split(out.text)
+        return thought, answer.lstrip() if thought else answer
+
+    def _answer(self, out: TurnOutput) -> str:
+        return self._split_reasoning(out)[1]
+
     def _result(
         self, run: _Run, output: OutputT, out: TurnOutput, new_from: int
     ) -> RunResult[OutputT]:
@@ -990,6 +1052,7 @@ class Agent(Generic[OutputT]):
             usage=run.usage,
             finish_reason=out.finish_reason,
             raw_output=out.text,
+            reasoning=self._split_reasoning(out)[0],
             _new_from=new_from,
         )
 

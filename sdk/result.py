@@ -82,6 +82,9 @@ class RunResult(Generic[OutputT]):
     usage: Usage = field(default_factory=Usage)
     finish_reason: str = "stop"
     raw_output: str = ""
+    # The final turn's reasoning span (`<think>...</think>`, markers included) for reasoning
+    # models; "" otherwise. Earlier turns keep theirs in `messages`.
+    reasoning: str = ""
     _new_from: int = 0
 
     def all_messages(self) -> list[Message]:

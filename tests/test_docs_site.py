@@ -56,6 +56,20 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
     assert "fonts.googleapis.com" not in home
 
 
+def test_format_table_is_current() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "docs" / "_gen_formats_table.py"), "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, (
+        "docs/guides/model-families.md differs from the format registry; regenerate it with "
+        f"`python docs/_gen_formats_table.py`\n{proc.stderr}"
+    )
+
+
 def test_schema_support_table_is_current() -> None:
     proc = subprocess.run(
         [sys.executable, str(ROOT / "docs" / "_gen_support_table.py"), "--check"],

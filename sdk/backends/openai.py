@@ -552,7 +552,13 @@ def _hermes_messages(request: TurnRequest) -> list[dict[str, Any]]:
     msgs: list[Message] = []
     for m in request.messages:
         if m.role == "assistant" and m.tool_calls and fmt.opener not in m.content:
-            calls = "\n".join(fmt.render_call(c.name, c.arguments) for c in m.tool_calls)
+            items = [(c.name, c.arguments) for c in m.tool_calls]
+            several = getattr(fmt, "render_calls", None)
+            calls = (
+                str(several(items))
+                if several is not None
+                else "\n".join(fmt.render_call(n, a) for n, a in items)
+            )
             m = Message.assistant((m.content + "\n" if m.content else "") + calls, m.tool_calls)
         msgs.append(m)
     return _fallback_dicts(replace(request, messages=tuple(msgs)))

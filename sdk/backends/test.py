@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from sdk._agent_errors import UnexpectedModelBehavior
 from sdk.backends.transformers import encode_prompt, index_for, render_prompt
+from sdk.decoding._markers import format_index
 from sdk.decoding.generate import TurnRequest
 
 if TYPE_CHECKING:
@@ -46,15 +47,44 @@ _RAW = "\x00sdk-raw\x00"
 
 
 def render_reply(reply: Reply, fmt: ToolCallFormat) -> str:
-    """The text a scripted reply stands for (parts joined by newlines)."""
+    """The text a scripted reply stands for (parts joined by newlines; consecutive calls as
+    the format writes several calls, `render_calls`, where it has that)."""
     if isinstance(reply, str):
         return reply
     if isinstance(reply, ToolCallScript):
-        if isinstance(reply.args, str):
-            marker = json.dumps(_RAW)
-            return fmt.render_call(reply.name, _RAW).replace(marker, reply.args)
-        return fmt.render_call(reply.name, dict(reply.args))
-    return "\n".join(render_reply(part, fmt) for part in reply)
+        reply = [reply]
+    pieces: list[str] = []
+    group: list[ToolCallScript] = []
+    for part in [*reply, ""]:
+        if isinstance(part, ToolCallScript):
+            group.append(part)
+            continue
+        if group:
+            pieces.append(_render_calls(group, fmt))
+            group = []
+        if part:
+            pieces.append(part)
+    return "\n".join(pieces)
+
+
+def _render_calls(calls: Sequence[ToolCallScript], fmt: ToolCallFormat) -> str:
+    marker = json.dumps(_RAW)
+    raw: dict[int, str] = {}
+    items: list[tuple[str, Any]] = []
+    for i, c in enumerate(calls):
+        if isinstance(c.args, str):
+            raw[i] = c.args
+            items.append((c.name, _RAW))
+        else:
+            items.append((c.name, dict(c.args)))
+    several = getattr(fmt, "render_calls", None)
+    if several is not None:
+        text = str(several(items))
+    else:
+        text = "\n".join(fmt.render_call(n, a) for n, a in items)
+    for i in sorted(raw):  # raw argument texts, in order
+        text = text.replace(marker, raw[i], 1)
+    return text
 
 
 class TestModel:
@@ -104,7 +134,9 @@ class TestModel:
         self.requests.append(request)
         self.prompts.append(prompt)
         target = render_reply(reply, request.fmt).encode()
-        return _ScriptSession(self, encode_prompt(self.tokenizer, prompt), target)
+        # The format's marker tokens (`[TOOL_CALLS]`) spell their text, as for the matcher.
+        index = format_index(self.index, self.tokenizer, request.fmt)
+        return _ScriptSession(self, encode_prompt(self.tokenizer, prompt), target, index)
 
 
 class FunctionModel(TestModel):
@@ -126,15 +158,17 @@ class FunctionModel(TestModel):
 class _ScriptSession:
     """Logits that put all mass on the next scripted token (or EOS when the script is done)."""
 
-    def __init__(self, owner: TestModel, prompt_ids: list[int], target: bytes) -> None:
+    def __init__(
+        self, owner: TestModel, prompt_ids: list[int], target: bytes, index: TokenizerIndex
+    ) -> None:
         self.owner = owner
+        self.index = index
         self.prompt_ids = prompt_ids
         self.cached_tokens = 0
         self.target = target
         self.done = b""  # bytes generated so far
         self._fed: list[int] = []
         self._plan: list[int] = []
-        index = owner.index
         self._eos = min(index.eos_ids) if index.eos_ids else 0
         self._size = index.vocab_size
 
@@ -160,7 +194,7 @@ class _ScriptSession:
         rest = self.target[len(self.done) :]
         if not rest:
             return self._eos
-        tb = self.owner.index.token_bytes
+        tb = self.index.token_bytes
         if self._plan and rest.startswith(tb[self._plan[0]]):
             return self._plan[0]
         try:
@@ -181,7 +215,7 @@ class _ScriptSession:
         return self._one_hot(self._next_token())
 
     def feed(self, ids: Sequence[int]) -> torch.Tensor:
-        tb = self.owner.index.token_bytes
+        tb = self.index.token_bytes
         for tid in ids:
             self._fed.append(tid)
             self.done += tb[tid]
@@ -193,7 +227,7 @@ class _ScriptSession:
 
     def rollback(self, n: int) -> None:
         """Forget the last `n` fed tokens."""
-        tb = self.owner.index.token_bytes
+        tb = self.index.token_bytes
         for _ in range(n):
             self.done = self.done[: len(self.done) - len(tb[self._fed.pop()])]
         self._plan = []

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import json
 import os
 import re
 import threading
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from sdk._memo import per_object
 from sdk.decoding.call_style import CallStyle
+from sdk.decoding.formats._base import CallFormat
 from sdk.decoding.generate import TurnRequest
 
 if TYPE_CHECKING:
@@ -30,7 +32,13 @@ if TYPE_CHECKING:
 
     from sdk.engine.tokenizer import TokenizerIndex
 
-__all__ = ["TransformersModel", "probe_call_style", "render_prompt", "template_supports_tools"]
+__all__ = [
+    "TransformersModel",
+    "detect_call_format",
+    "probe_call_style",
+    "render_prompt",
+    "template_supports_tools",
+]
 
 
 # ------------------------------------------------------------------------------ prompts
@@ -103,6 +111,35 @@ _PROBE_CALL = re.compile(r'"sdk_probe_a"(\s*:\s*)1(\s*,\s*)"sdk_probe_b"')
 
 
 @per_object
+def render_probe_call(tokenizer: Any) -> tuple[str, ...]:
+    """A conversation holding one probe call (`registry.PROBE_NAME`), rendered through the
+    model's chat template: once with the arguments as an object, once as a JSON string (what
+    DeepSeek's template wants); only renderings that show them. Empty where the template
+    renders no calls. The call id has Mistral's 9 characters."""
+    from sdk.decoding.formats.registry import PROBE_ARGUMENTS, PROBE_NAME
+
+    out: list[str] = []
+    for arguments in (dict(PROBE_ARGUMENTS), json.dumps(dict(PROBE_ARGUMENTS))):
+        call = {
+            "id": "call00000",
+            "type": "function",
+            "function": {"name": PROBE_NAME, "arguments": arguments},
+        }
+        msgs: list[dict[str, Any]] = [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call00000", "name": PROBE_NAME, "content": "ok"},
+        ]
+        try:
+            text = _apply(tokenizer, msgs, tools=[_PROBE_TOOL])
+        except Exception:  # noqa: BLE001 - a template that cannot render calls (this way)
+            continue
+        if "sdk_probe_a" in text:
+            out.append(text)
+    return tuple(out)
+
+
+@per_object
 def probe_call_style(tokenizer: Any) -> CallStyle:
     """The call-body layout the model's chat template writes in its history.
 
@@ -112,27 +149,26 @@ def probe_call_style(tokenizer: Any) -> CallStyle:
     """
     from sdk.decoding.call_style import SPACED, as_call_style
 
-    style = SPACED
-    call = {
-        "id": "call_0",
-        "type": "function",
-        "function": {
-            "name": "sdk_probe_tool_x7",
-            "arguments": {"sdk_probe_a": 1, "sdk_probe_b": "x"},
-        },
-    }
-    msgs: list[dict[str, Any]] = [
-        {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": "", "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "call_0", "name": "sdk_probe_tool_x7", "content": "ok"},
-    ]
-    try:
-        m = _PROBE_CALL.search(_apply(tokenizer, msgs, tools=[_PROBE_TOOL]))
-    except Exception:  # noqa: BLE001 - a template that cannot render calls: the default
-        m = None
-    if m is not None:
-        style = as_call_style((m.group(2), m.group(1)))
-    return style
+    for text in render_probe_call(tokenizer):
+        m = _PROBE_CALL.search(text)
+        if m is not None:
+            return as_call_style((m.group(2), m.group(1)))
+    return SPACED
+
+
+@per_object
+def detect_call_format(tokenizer: Any) -> CallFormat:
+    """The built-in call format the model's chat template writes calls in (`HERMES` where it
+    renders none or none is recognised), with the template's reasoning markers if it has any
+    (`<think>`): see `sdk.decoding.formats.registry`."""
+    from sdk.decoding.formats import HERMES
+    from sdk.decoding.formats.registry import format_from_rendering, reasoning_from_template
+
+    found = (format_from_rendering(text) for text in render_probe_call(tokenizer))
+    fmt = next((f for f in found if f is not None), HERMES)
+    source = getattr(tokenizer, "chat_template", None)
+    markers = reasoning_from_template(source) if isinstance(source, str) else None
+    return fmt.with_reasoning(markers)
 
 
 def _fallback_dicts(request: TurnRequest) -> list[dict[str, Any]]:

@@ -90,6 +90,10 @@ class CallGate:
     name_prefix: str | None = None  # a call's text up to its tool name (enables the probe)
     drop_repeats: bool = False
     keep_complete_calls: bool = False  # max_tokens inside a call: keep the turn's earlier ones
+    # The format's reasoning span `(start, end)`: while the turn is inside it no call is seen
+    # or decided; `reasoning_budget` tokens into it, its end marker is forced.
+    reasoning: tuple[str, str] | None = None
+    reasoning_budget: int | None = None
 
 
 @dataclass(frozen=True)
@@ -159,12 +163,23 @@ class GateRun:
         self.bodies: set[Any] = set()  # the turn's calls so far, canonical
         self.kept_tokens = 0  # tokens up to the end of the last complete call kept
         self.repeat_from: int | None = None  # set when a call repeats: cut the turn here
+        marks = gate.reasoning
+        self.think = (marks[0].encode(), marks[1].encode()) if marks else None
+        self.thinking = self.think is not None  # until the text shows it does not reason
+        self.think_tokens = 0
+        if self.thinking:
+            self.boundary = False  # the decision waits for the reasoning's end
 
     def steer(self, logits: torch.Tensor) -> bytes:
         """At a decision point: the opener, when a call must open now (the caller forces its
         tokens instead of sampling), else b"" after restricting `logits` (already masked by
         the grammar) in place where the decision is "no call"."""
         if self.in_call:
+            return b""
+        if self.thinking:
+            limit = self.gate.reasoning_budget
+            if limit is not None and self.think_tokens >= limit and self.think is not None:
+                return self.think[1]
             return b""
         budget = self.gate.budget
         if budget is not None and self.free_tokens >= budget:
@@ -227,6 +242,27 @@ class GateRun:
         forced as tokens)."""
         logits.masked_fill_(~self._opener_mask(logits), float("-inf"))
 
+    def _still_thinking(self, tokens: int) -> bool:
+        """Track the reasoning span; False once the turn is past it (or never opened one)."""
+        assert self.think is not None
+        start, end = self.think
+        head = bytes(self.text).lstrip(_WS)
+        if not head or start.startswith(head[: len(start)]) and len(head) < len(start):
+            self.think_tokens += tokens
+            return True  # nothing but (a prefix of) the start marker yet
+        if not head.startswith(start):
+            self.thinking = False  # no reasoning this turn
+            self.boundary = self.gate.bias is not None
+            return False
+        at = self.text.find(end)
+        if at < 0:
+            self.think_tokens += tokens
+            return True
+        self.thinking = False
+        self.since = at + len(end)
+        self.boundary = self.gate.bias is not None
+        return False
+
     def after(self, data: bytes, tokens: int = 1) -> None:
         """Account for the bytes one step wrote (the sampled token and what was forced).
 
@@ -235,6 +271,10 @@ class GateRun:
         start = len(self.text)
         self.text += data
         self.tokens += tokens
+        if self.thinking and not self._still_thinking(tokens):
+            start = self.since
+        elif self.thinking:
+            return
         if not self.in_call:
             at = self.text.find(self.opener, max(self.since, start - len(self.opener) + 1))
             if at < 0:

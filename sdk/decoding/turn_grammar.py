@@ -35,10 +35,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from sdk.decoding.call_style import COMPACT, CallStyle
-from sdk.decoding.formats import HERMES, ToolCallFormat
+from sdk.decoding.formats import HERMES, CallFormat, ToolCallFormat
 
 if TYPE_CHECKING:
     from sdk.engine.grammar import CompiledGrammar
@@ -123,8 +123,14 @@ def _grammar_schema(t: ToolSpec) -> dict[str, Any]:
     return loose if isinstance(loose, dict) else t.json_schema
 
 
-def call_body_schema(tools: Sequence[ToolSpec]) -> dict[str, Any]:
-    """The single JSON Schema of a call body `{"name":..,"arguments":..}` over all tools."""
+def call_body_schema(
+    tools: Sequence[ToolSpec],
+    arguments_key: str = "arguments",
+    extra_members: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The single JSON Schema of a call body `{"name":..,"arguments":..}` over all tools
+    (`arguments_key` names the arguments member; `extra_members` are optional members after
+    it, such as Mistral's call id)."""
     defs: dict[str, Any] = {}
     variants: list[dict[str, Any]] = []
     for i, t in enumerate(tools):
@@ -145,8 +151,12 @@ def call_body_schema(tools: Sequence[ToolSpec]) -> dict[str, Any]:
         variants.append(
             {
                 "type": "object",
-                "properties": {"name": {"const": t.name}, "arguments": args},
-                "required": ["name", "arguments"],
+                "properties": {
+                    "name": {"const": t.name},
+                    arguments_key: args,
+                    **(extra_members or {}),
+                },
+                "required": ["name", arguments_key],
                 "additionalProperties": False,
             }
         )
@@ -234,7 +244,11 @@ def _turn_lark(
     if mode == "output":
         parts.append("start: out_start")
     else:
-        calls = f"call ({fmt.separator_rule()} call)*" if parallel else "call"
+        calls_rule = getattr(fmt, "calls_rule", None)
+        if calls_rule is not None:
+            calls = calls_rule("call", parallel)
+        else:
+            calls = f"call ({fmt.separator_rule()} call)*" if parallel else "call"
         if mode == "required" and reasoning:
             # Free text first (never containing the opener), then the call(s); the decoding
             # loop bounds the text by a token budget (`CallGate.budget`).
@@ -245,20 +259,55 @@ def _turn_lark(
         elif output_schema is not None:
             parts.append(f"start: {calls} | out_start")
         else:
+            # A format whose calls share one envelope (a JSON list after a marker) repeats the
+            # envelope; the others repeat single calls (and so need no separator rule here).
+            unit = "call"
+            if getattr(type(fmt), "calls_rule", CallFormat.calls_rule) is not CallFormat.calls_rule:
+                parts.append(f"envelope: {calls}")
+                unit = "envelope"
             # Without parallel calls the turn ends with its one call.
-            parts.append("start: TEXT? (call TEXT?)*" if parallel else "start: TEXT | TEXT? call")
+            parts.append(
+                f"start: TEXT? ({unit} TEXT?)*" if parallel else f"start: TEXT | TEXT? {unit}"
+            )
             # TEXT: anything that never contains the opener (see grammar-dialect.md, lookahead).
             parts.append("TEXT: " + _text_regex(fmt))
-        parts.append(f"call: {fmt.call_rule('cb_start')}")
-        # A string holding the closer would end the call early for every parser (ours
-        # included); it stays writable escaped, `<\/tool_call>`.
-        closer = getattr(fmt, "closer", None)
-        parts.append(_schema_lark(call_body_schema(tools), "cb_", format_style(fmt), [closer]))
+        parts += _call_rules(tools, fmt)
     if output_schema is not None:
         # Next to tools, a typed reply holding the opener would be read as a call.
         reserved = [fmt.opener] if mode != "output" else []
         parts.append(_schema_lark(dict(output_schema), "out_", format_style(fmt), reserved))
+    markers = getattr(fmt, "reasoning", None)
+    if markers:
+        # The reasoning span opens the turn (or continues one the prompt opened); it is free
+        # text up to its end marker, which no call inside it can pass.
+        start, end = markers
+        at = next(i for i, p in enumerate(parts) if p.startswith("start: "))
+        parts[at] = parts[at].replace("start: ", "start: REASONING? (", 1) + ")"
+        body = rf"(?:(?![\s\S]*{re.escape(end)})[\s\S]*)"  # text without the end marker
+        think = rf"(?:{re.escape(start)})?{body}{re.escape(end)}\s*"
+        parts.insert(1, "REASONING: " + _lark_regex(think))
     return "\n".join(parts) + "\n"
+
+
+def _call_rules(tools: Sequence[ToolSpec], fmt: ToolCallFormat) -> list[str]:
+    """`call: ...` and the argument grammars, for the format's body kind."""
+    style = format_style(fmt)
+    # A string holding the closer would end the call early for every parser (ours
+    # included); it stays writable escaped, `<\/tool_call>`.
+    reserved = [t for t in (getattr(fmt, "closer", None), *getattr(fmt, "reserved", ())) if t]
+    if getattr(fmt, "body", "object") == "named":
+        named = cast(Any, fmt).named_call_rule
+        alts = [named(t.name, f"a{i}_start") for i, t in enumerate(tools)]
+        parts = ["call: " + " | ".join(f"({a})" for a in alts)]
+        for i, t in enumerate(tools):
+            parts.append(_schema_lark(_grammar_schema(t), f"a{i}_", style, reserved))
+        return parts
+    body = call_body_schema(
+        tools,
+        getattr(fmt, "arguments_key", "arguments"),
+        getattr(fmt, "extra_members", None),
+    )
+    return [f"call: {fmt.call_rule('cb_start')}", _schema_lark(body, "cb_", style, reserved)]
 
 
 # ------------------------------------------------------------------------------ entry point
@@ -302,8 +351,11 @@ def build_turn_grammar(
 
     key = json.dumps(
         [
+            type(fmt).__module__ + "." + type(fmt).__qualname__,
             fmt.name,
             fmt.opener,
+            getattr(fmt, "closer", None),
+            getattr(fmt, "reasoning", None),
             format_style(fmt),
             mode,
             parallel_tool_calls,

@@ -344,6 +344,27 @@ class TokenizerIndex:
             tb, lengths, blob, self.eos_ids, self.special_ids, f"{self.fingerprint}-pad{n}"
         )
 
+    def with_token_text(self, texts: Mapping[int, bytes]) -> TokenizerIndex:
+        """This index with special tokens ``texts`` (id -> bytes) written as text.
+
+        Call formats mark calls with control tokens (Mistral's ``[TOOL_CALLS]``): the grammar
+        spells such a marker as text, so the token that IS the marker must carry its bytes
+        (otherwise only the marker spelled in ordinary pieces would match, which the model
+        never writes). The ids stay special for everything else (EOS handling)."""
+        texts = {int(i): bytes(b) for i, b in texts.items() if self.token_bytes[int(i)] != b}
+        if not texts:
+            return self
+        bad = [i for i in texts if not 0 <= i < self.vocab_size or i in self.eos_ids]
+        if bad:
+            raise TokenizerError(f"cannot give text to token ids {sorted(bad)[:5]}")
+        tb = tuple(texts.get(i, b) for i, b in enumerate(self.token_bytes))
+        lengths = np.fromiter((len(b) for b in tb), dtype=np.int32, count=len(tb))
+        blob = np.frombuffer(b"".join(tb), dtype=np.uint8)
+        h = hashlib.sha256(repr(sorted(texts.items())).encode()).hexdigest()[:16]
+        return TokenizerIndex._assemble(
+            tb, lengths, blob, self.eos_ids, self.special_ids, f"{self.fingerprint}-text{h}"
+        )
+
     @property
     def max_len(self) -> int:
         """Longest token in bytes (width of ``byte_matrix``)."""

@@ -1,0 +1,53 @@
+"""How tool calls look in the model's text: one protocol, a registry of the families' formats.
+
+See `_base` for the protocol and the two body kinds, `registry` for detection from a chat
+template. The JSON arguments are always compiled by the one schema compiler.
+"""
+
+from sdk.decoding.formats._base import (
+    CallFormat,
+    ParsedCall,
+    ToolCallFormat,
+    lark_literal,
+    strip_property_titles,
+)
+from sdk.decoding.formats.hermes import HERMES, HermesFormat
+from sdk.decoding.formats.json_formats import (
+    GRANITE,
+    LLAMA3_JSON,
+    MISTRAL_LIST,
+    GraniteFormat,
+    JsonListFormat,
+    Llama3JsonFormat,
+    MistralListFormat,
+)
+from sdk.decoding.formats.named import (
+    DEEPSEEK_V3,
+    MISTRAL_ARGS,
+    DeepSeekV3Format,
+    MistralArgsFormat,
+)
+from sdk.decoding.formats.registry import FORMATS, get_format
+
+__all__ = [
+    "DEEPSEEK_V3",
+    "FORMATS",
+    "GRANITE",
+    "HERMES",
+    "LLAMA3_JSON",
+    "MISTRAL_ARGS",
+    "MISTRAL_LIST",
+    "CallFormat",
+    "DeepSeekV3Format",
+    "GraniteFormat",
+    "HermesFormat",
+    "JsonListFormat",
+    "Llama3JsonFormat",
+    "MistralArgsFormat",
+    "MistralListFormat",
+    "ParsedCall",
+    "ToolCallFormat",
+    "get_format",
+    "lark_literal",
+    "strip_property_titles",
+]

@@ -1,0 +1,257 @@
+"""The protocol every call format implements, and the base class the built-in ones share.
+
+A format is everything about a call that is not the schema of its arguments: the envelope
+(opener, closer, separators, how several calls share a turn), where the tool name goes, how
+calls are parsed back out of text, and how tools and results are described to templates
+without tool support. The arguments are always compiled from the tool's JSON Schema by the
+one schema compiler, laid out in the format's `CallStyle`.
+
+Two body kinds cover the JSON families:
+
+- `"object"`: the name and the arguments share one JSON object, `{"name": N, KEY: ARGS}`
+  (Hermes / Qwen, Llama 3.1, Mistral's JSON list, Granite), compiled as one schema over all
+  tools so that the name selects the arguments grammar;
+- `"named"`: the name is envelope text and the arguments are a JSON object after it
+  (Mistral's `[TOOL_CALLS]name[ARGS]{...}`, DeepSeek's `function<sep>name` + fenced JSON):
+  one call rule per tool, `named_call_rule(name, args_rule)`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+
+from sdk.decoding.call_style import SPACED, CallStyle
+
+__all__ = [
+    "CallFormat",
+    "ParsedCall",
+    "ToolCallFormat",
+    "lark_literal",
+]
+
+
+@dataclass(frozen=True)
+class ParsedCall:
+    """A call found in text; `error` says why it could not be decoded (then name may be "")."""
+
+    name: str
+    arguments: Any
+    raw: str  # the arguments as JSON text
+    error: str | None = None
+
+
+def lark_literal(text: str) -> str:
+    """`text` as a Lark string literal (JSON escaping is a subset Lark accepts)."""
+    return json.dumps(text, ensure_ascii=True)
+
+
+@runtime_checkable
+class ToolCallFormat(Protocol):
+    """The envelope of tool calls in generated text (see `CallFormat` for the optional parts)."""
+
+    name: str
+    opener: str  # text that starts a call; free text may never contain it (auto mode)
+
+    def call_rule(self, body_rule: str) -> str:
+        """Lark rule body for one call whose JSON body is the rule `body_rule`."""
+        ...
+
+    def separator_rule(self) -> str:
+        """Lark expression between consecutive calls (parallel calls)."""
+        ...
+
+    def parse(self, text: str) -> list[ParsedCall]:
+        """Every call in `text`, in order."""
+        ...
+
+    def render_call(self, name: str, arguments: Any) -> str:
+        """The text of one call, exactly as the turn grammar accepts it."""
+        ...
+
+    def tools_prompt(self, tools: Sequence[Mapping[str, Any]]) -> str:
+        """System-prompt text describing `tools` (OpenAI dicts) for templates without tools."""
+        ...
+
+    def tool_result_text(self, name: str, content: str) -> str:
+        """A tool result as user-turn text, for templates without a tool role."""
+        ...
+
+
+def strip_property_titles(schema: Any) -> Any:
+    """Drop Pydantic's generated `title`s (prompt tokens that say nothing new); keys inside
+    `properties`/`$defs` are names, not keywords, so a property called "title" survives."""
+    if isinstance(schema, dict):
+        out: dict[str, Any] = {}
+        for k, v in schema.items():
+            if k == "title" and isinstance(v, str):
+                continue
+            if k in ("properties", "$defs", "definitions") and isinstance(v, dict):
+                out[k] = {name: strip_property_titles(sub) for name, sub in v.items()}
+            else:
+                out[k] = strip_property_titles(v)
+        return out
+    if isinstance(schema, list):
+        return [strip_property_titles(v) for v in schema]
+    return schema
+
+
+def decode_json_at(text: str, pos: int) -> tuple[Any, int] | None:
+    """The JSON value starting at `pos` (whitespace skipped) and where it ends, or None."""
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    try:
+        return json.JSONDecoder().raw_decode(text, pos)
+    except ValueError:
+        return None
+
+
+def call_from_object(data: Any, body: str, keys: Sequence[str]) -> ParsedCall:
+    """A `ParsedCall` from a decoded `{"name": ..., <key>: ...}` object (first key found)."""
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+        want = f'{{"name": ..., "{keys[0]}": ...}}'
+        return ParsedCall("", None, body, f"expected {want}")
+    args: Any = next((data[k] for k in keys if k in data), {})
+    return call_from_args(data["name"], args)
+
+
+def call_from_args(name: str, args: Any) -> ParsedCall:
+    if isinstance(args, str):  # some models double-encode the arguments
+        with contextlib.suppress(ValueError):
+            args = json.loads(args)
+    return ParsedCall(name, args, json.dumps(args, ensure_ascii=False))
+
+
+class CallFormat:
+    """Shared machinery of the built-in formats (subclass it for a format of your own).
+
+    Class attributes describe the format; `registry.FORMATS` lists the built-in ones with how
+    each is detected from a chat template.
+    """
+
+    name: str = "custom"
+    opener: str = ""
+    closer: str | None = None  # text that ends ONE call (None: calls are not closed one by one)
+    body: Literal["object", "named"] = "object"
+    arguments_key: ClassVar[str] = "arguments"
+    # Optional members after the arguments that a model may write (Mistral's call "id").
+    extra_members: ClassVar[Mapping[str, Any]] = {}
+    # Texts the model writes as special tokens; the grammar matches them as text (the index
+    # gives those tokens their text, `TokenizerIndex.with_token_text`).
+    markers: ClassVar[tuple[str, ...]] = ()
+    # Several calls in one turn possible in this format.
+    parallel: ClassVar[bool] = True
+    # Texts no JSON string of a call may hold raw (they would end or start a call early).
+    reserved: ClassVar[tuple[str, ...]] = ()
+    # (open, close) of the model's reasoning span, e.g. ("<think>", "</think>"); None: none.
+    reasoning: tuple[str, str] | None = None
+    family: ClassVar[str] = ""  # the model families that write this format (docs)
+    spec: ClassVar[str] = ""  # where the format is published (docs)
+
+    def __init__(self, style: CallStyle = SPACED) -> None:
+        self.style = style
+
+    # -- variants ------------------------------------------------------------------------
+    def with_style(self, style: CallStyle) -> CallFormat:
+        """A copy of this format whose calls are laid out in `style`."""
+        if style == self.style:
+            return self
+        other = copy.copy(self)
+        other.style = style
+        return other
+
+    def with_reasoning(self, markers: tuple[str, str] | None) -> CallFormat:
+        """A copy whose turns may open with a reasoning span between `markers`."""
+        if markers == self.reasoning:
+            return self
+        other = copy.copy(self)
+        other.reasoning = markers
+        return other
+
+    # -- grammar -------------------------------------------------------------------------
+    def call_rule(self, body_rule: str) -> str:
+        """`"object"` formats: one call around the JSON body rule."""
+        return body_rule
+
+    def named_call_rule(self, name: str, args_rule: str) -> str:
+        """`"named"` formats: one call of tool `name` around its arguments rule."""
+        raise NotImplementedError(f"{type(self).__name__} has no named calls")
+
+    def separator_rule(self) -> str:
+        return lark_literal("\n")
+
+    def calls_rule(self, call: str, parallel: bool) -> str:
+        """The Lark expression of a turn's calls, `call` being the rule of one."""
+        if not (parallel and self.parallel):
+            return call
+        sep = self.separator_rule()
+        return f"{call} ({sep} {call})*" if sep else f"{call}+"
+
+    # -- text ----------------------------------------------------------------------------
+    def body_text(self, name: str, arguments: Any) -> str:
+        """The JSON body of an `"object"` call in this format's layout."""
+        return self.style.dumps({"name": name, self.arguments_key: arguments})
+
+    def render_call(self, name: str, arguments: Any) -> str:
+        raise NotImplementedError
+
+    def render_calls(self, calls: Sequence[tuple[str, Any]]) -> str:
+        """Several calls of one turn, as the grammar accepts them."""
+        return "\n".join(self.render_call(n, a) for n, a in calls)
+
+    def split_reasoning(self, text: str) -> tuple[str, str]:
+        """`(reasoning, rest)`: the turn's reasoning span (markers included) and what follows.
+        Calls written inside the reasoning are never parsed."""
+        if self.reasoning is None:
+            return "", text
+        start, end = self.reasoning
+        head = text.lstrip()
+        if not head.startswith(start) and not self._starts_inside(text):
+            return "", text
+        at = text.find(end)
+        if at < 0:
+            return text, ""
+        return text[: at + len(end)], text[at + len(end) :]
+
+    def _starts_inside(self, text: str) -> bool:
+        # Templates that open the reasoning in the prompt (DeepSeek-R1's `<think>\n`): the
+        # turn begins inside it, so an end marker with no start before it closes it.
+        assert self.reasoning is not None
+        start, end = self.reasoning
+        at = text.find(end)
+        return at >= 0 and start not in text[:at]
+
+    def parse(self, text: str) -> list[ParsedCall]:
+        return self.parse_calls(self.split_reasoning(text)[1])
+
+    def parse_calls(self, text: str) -> list[ParsedCall]:
+        raise NotImplementedError
+
+    def tools_prompt(self, tools: Sequence[Mapping[str, Any]]) -> str:
+        lines = "\n".join(
+            json.dumps(strip_property_titles(dict(t)), ensure_ascii=False) for t in tools
+        )
+        example = (
+            self.render_call("<function-name>", "<args-dict>")
+            .replace('"<function-name>"', "<function-name>")
+            .replace('"<args-dict>"', "<args-dict>")
+        )
+        return (
+            "You are a function calling AI model. You are provided with function signatures "
+            "within <tools></tools> XML tags. You may call one or more functions to assist with "
+            "the user query. Don't make assumptions about what values to plug into functions.\n"
+            f"<tools>\n{lines}\n</tools>\n"
+            f"To call a function, write it like this:\n{example}"
+        )
+
+    def tool_result_text(self, name: str, content: str) -> str:
+        body = json.dumps({"name": name, "content": content}, ensure_ascii=False)
+        return f"<tool_response>\n{body}\n</tool_response>"
+
+    def __repr__(self) -> str:
+        extra = f", reasoning={self.reasoning!r}" if self.reasoning else ""
+        return f"{type(self).__name__}(style={self.style.name!r}{extra})"

@@ -1,0 +1,323 @@
+"""Call formats of the model families: detection from chat templates, render/parse round trips,
+grammar equivalence, byte-split streaming, special-token markers, and reasoning spans.
+
+Templates: SmolLM2's and Gemma-3's as they ship; for the other families, minimal templates in
+`tests/fixtures/templates/` written from each family's published format description.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sdk import Agent, UnexpectedModelBehavior, tool
+from sdk._stream import TurnScanner
+from sdk.backends.test import TestModel, ToolCallScript
+from sdk.backends.transformers import detect_call_format
+from sdk.decoding._markers import format_index
+from sdk.decoding.call_style import COMPACT, FLEXIBLE, SPACED
+from sdk.decoding.formats import FORMATS, HERMES, CallFormat, get_format
+from sdk.decoding.turn_grammar import build_turn_grammar
+from sdk.engine.matcher import Matcher
+from sdk.errors import ConfigError, MatcherError
+from sdk.events import ArgsDelta, CallStarted, StreamEvent
+from sdk.tools import as_tool
+
+TEMPLATES = Path(__file__).parent / "fixtures" / "templates"
+THINK = ("<think>", "</think>")
+
+
+@tool
+def get_weather(city: str, days: int = 1, units: str = "metric") -> str:
+    """Weather forecast for a city."""
+    return f"sunny in {city} for {days} days"
+
+
+@tool
+def add(a: int, b: float, tags: list[str] | None = None) -> float:
+    """Add two numbers."""
+    return a + b
+
+
+TOOLS = [as_tool(get_weather), as_tool(add)]
+
+_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+_CALL = st.one_of(
+    st.builds(
+        lambda city, days: ("get_weather", {"city": city, "days": days}),
+        _TEXT,
+        st.integers(-(10**6), 10**6),
+    ),
+    st.builds(
+        lambda a, b, tags: ("add", {"a": a, "b": b, "tags": tags}),
+        st.integers(-(10**9), 10**9),
+        st.floats(-1e6, 1e6, allow_nan=False).map(lambda f: round(f, 4)),
+        st.lists(_TEXT, max_size=3),
+    ),
+)
+
+
+def _variants() -> list[CallFormat]:
+    out: list[CallFormat] = []
+    for fmt in FORMATS.values():
+        out += [fmt, fmt.with_style(COMPACT), fmt.with_reasoning(THINK)]
+    return out
+
+
+VARIANTS = _variants()
+IDS = [f"{f.name}-{f.style.name}{'-think' if f.reasoning else ''}" for f in VARIANTS]
+
+
+def _clean(calls: list[tuple[str, dict[str, Any]]], fmt: CallFormat) -> list[Any]:
+    """Calls whose strings hold no format marker (the grammar reserves those raw), and as many
+    as the format allows in one turn."""
+    texts = [*fmt.reserved, *(t for t in [getattr(fmt, "closer", None)] if t), fmt.opener]
+
+    def ok(call: tuple[str, dict[str, Any]]) -> bool:
+        blob = json.dumps(call[1], ensure_ascii=False)
+        return not any(t in blob for t in texts)
+
+    kept = [c for c in calls if ok(c)]
+    return kept[: 1 if not fmt.parallel else None]
+
+
+def _turn_text(fmt: CallFormat, calls: list[Any], thought: str = "") -> str:
+    text = fmt.render_calls(calls)
+    if fmt.reasoning:
+        start, end = fmt.reasoning
+        text = f"{start}{thought}{end}\n\n{text}"
+    return text
+
+
+# ------------------------------------------------------------------ round trips
+
+
+@pytest.mark.parametrize("fmt", VARIANTS, ids=IDS)
+@settings(max_examples=30, deadline=None)
+@given(calls=st.lists(_CALL, min_size=1, max_size=3))
+def test_render_then_parse_gives_the_calls_back(fmt: CallFormat, calls: list[Any]) -> None:
+    calls = _clean(calls, fmt)
+    if not calls:
+        return
+    # A fake call inside the reasoning is never parsed.
+    fake = fmt.render_calls([("add", {"a": 1, "b": 2.0, "tags": None})])
+    parsed = fmt.parse(_turn_text(fmt, calls, thought=f"maybe {fake}"))
+    assert [(p.name, p.arguments, p.error) for p in parsed] == [(n, a, None) for n, a in calls]
+
+
+@pytest.fixture(scope="module")
+def index(smollm2_tokenizer: Any) -> Any:
+    from sdk.backends.transformers import index_for
+
+    return index_for(smollm2_tokenizer)
+
+
+def _accepts(fmt: CallFormat, mode: str, text: str, index: Any) -> bool:
+    grammar = build_turn_grammar(TOOLS, mode, fmt=fmt)
+    assert grammar.compiled is not None
+    m = Matcher(grammar.compiled, index)
+    try:
+        m.advance_bytes(text.encode())
+    except MatcherError:
+        return False
+    return m.is_accepting()
+
+
+@pytest.mark.parametrize("fmt", VARIANTS, ids=IDS)
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(calls=st.lists(_CALL, min_size=1, max_size=3))
+def test_the_grammar_accepts_what_the_renderer_writes(
+    fmt: CallFormat, calls: list[Any], index: Any
+) -> None:
+    calls = _clean(calls, fmt)
+    if not calls:
+        return
+    text = _turn_text(fmt, calls, thought="let me think")
+    for mode in ("required", "auto"):
+        assert _accepts(fmt, mode, text, index), (mode, text)
+    # ...and not a call in another family's format, nor one of a tool nobody offered.
+    other = HERMES if fmt.name != "hermes" else get_format("mistral_args")
+    assert not _accepts(fmt, "required", other.render_calls(calls), index)
+    fake = text.replace("get_weather", "get_weathe").replace('"add"', '"ad"')
+    fake = fake.replace("]add[", "]ad[").replace(">add\n", ">ad\n")
+    assert not _accepts(fmt, "required", fake, index)
+
+
+# ------------------------------------------------------------------ streaming
+
+
+@pytest.mark.parametrize("fmt", VARIANTS, ids=IDS)
+@settings(max_examples=10, deadline=None)
+@given(calls=st.lists(_CALL, min_size=1, max_size=2), data=st.data())
+def test_a_stream_split_anywhere_gives_the_same_calls(
+    fmt: CallFormat, calls: list[Any], data: Any
+) -> None:
+    calls = _clean(calls, fmt)
+    if not calls:
+        return
+    fake = fmt.render_calls([("add", {"a": 1, "b": 2.0, "tags": None})])
+    text = _turn_text(fmt, calls, thought=f"not {fake} this")
+    cuts = sorted(data.draw(st.sets(st.integers(0, len(text)), max_size=8)))
+    events: list[StreamEvent] = []
+    streamed = isinstance(fmt, type(HERMES))
+    scanner = TurnScanner(
+        1,
+        fmt.opener,
+        fmt.closer,
+        events.append,
+        parse=None if streamed else fmt.parse,
+        reasoning=fmt.reasoning,
+    )
+    for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True):
+        scanner.feed(text[a:b])
+    scanner.finish()
+    names = [e.name for e in events if isinstance(e, CallStarted)]
+    assert names == [n for n, _ in calls]
+    args: dict[int, str] = {}
+    for e in events:
+        if isinstance(e, ArgsDelta):
+            args[e.index] = args.get(e.index, "") + e.delta
+    assert [json.loads(v) for _, v in sorted(args.items())] == [a for _, a in calls]
+
+
+# ------------------------------------------------------------------ detection
+
+
+def _with_template(tokenizer: Any, name: str) -> Any:
+    tok = copy.copy(tokenizer)
+    tok.chat_template = (TEMPLATES / f"{name}.jinja").read_text()
+    return tok
+
+
+@pytest.mark.parametrize(
+    ("template", "expected", "reasoning"),
+    [
+        ("llama3_json", "llama3_json", None),
+        ("mistral_v3", "mistral", None),
+        ("mistral_v11", "mistral_args", None),
+        ("granite", "granite", None),
+        ("deepseek_v3", "deepseek_v3", None),
+        ("qwen3", "hermes", THINK),
+    ],
+)
+def test_the_format_is_detected_from_the_chat_template(
+    smollm2_tokenizer: Any, template: str, expected: str, reasoning: Any
+) -> None:
+    tok = _with_template(smollm2_tokenizer, template)
+    fmt = detect_call_format(tok)
+    assert (fmt.name, fmt.reasoning) == (expected, reasoning)
+    agent = Agent(TestModel([], tokenizer=tok), tools=[get_weather])
+    assert agent.resolved_format().name == expected
+
+
+def test_templates_without_tools_get_hermes(smollm2_tokenizer: Any, gemma3_tokenizer: Any) -> None:
+    assert detect_call_format(smollm2_tokenizer) is HERMES
+    assert detect_call_format(gemma3_tokenizer) is HERMES
+    broken = copy.copy(smollm2_tokenizer)
+    broken.chat_template = "{{ raise_exception('no tools here') }}"
+    assert detect_call_format(broken) is HERMES
+
+
+def test_a_format_by_name_and_bad_names(smollm2_tokenizer: Any) -> None:
+    agent = Agent(TestModel([]), tools=[get_weather], call_format="granite", call_style="compact")
+    fmt = agent.resolved_format()
+    assert (fmt.name, fmt.style) == ("granite", COMPACT)
+    with pytest.raises(ConfigError, match="mistral_args"):
+        Agent(TestModel([]), tools=[get_weather], call_format="mistral_v99")
+    with pytest.raises(ConfigError):
+        Agent(TestModel([]), tools=[get_weather], call_format=42)  # type: ignore[call-overload]
+
+
+# ------------------------------------------------------------------ agent runs
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+@pytest.mark.parametrize("style", [SPACED, FLEXIBLE], ids=["spaced", "flexible"])
+def test_agent_runs_through_each_format(smollm2_tokenizer: Any, name: str, style: Any) -> None:
+    fmt = get_format(name)
+    calls = [ToolCallScript("get_weather", {"city": "Paris", "days": 2})]
+    if fmt.parallel:
+        calls.append(ToolCallScript("add", {"a": 1, "b": 2.5}))
+    model = TestModel([calls, "Done."], tokenizer=smollm2_tokenizer)
+    agent = Agent(model, tools=[get_weather, add], call_format=name, call_style=style)
+    result = agent.run_sync("Weather in Paris, and 1 + 2.5?")
+    assert [(c.name, c.result) for c in result.tool_calls] == [
+        ("get_weather", "sunny in Paris for 2 days"),
+        *([("add", 3.5)] if fmt.parallel else []),
+    ]
+    assert result.output == "Done."
+
+
+def test_marker_tokens_are_matched_as_the_model_writes_them(smollm2_tokenizer: Any) -> None:
+    """Mistral's `[TOOL_CALLS]`/`[ARGS]` are control tokens: the model writes each as ONE token,
+    and the grammar must accept exactly that token (not only the text spelled in pieces)."""
+    tok = copy.deepcopy(smollm2_tokenizer)
+    tok.add_special_tokens({"additional_special_tokens": ["[TOOL_CALLS]", "[ARGS]"]})
+    tok.chat_template = (TEMPLATES / "mistral_v11.jinja").read_text()
+    marker = tok.convert_tokens_to_ids("[TOOL_CALLS]")
+    model = TestModel([ToolCallScript("get_weather", {"city": "Oslo"}), "ok"], tokenizer=tok)
+    agent = Agent(model, tools=[get_weather])
+    result = agent.run_sync("Weather in Oslo?")
+    assert agent.resolved_format().name == "mistral_args"
+    assert result.tool_calls[0].result == "sunny in Oslo for 1 days"
+    ids = next(m for m in result.messages if m.role == "assistant").metadata["token_ids"]
+    assert marker in ids  # written as the control token
+    index = format_index(model.index, tok, agent.resolved_format())
+    assert index.token_bytes[marker] == b"[TOOL_CALLS]"
+    assert model.index.token_bytes[marker] == b""  # the base index is untouched
+
+
+# ------------------------------------------------------------------ reasoning
+
+
+def test_calls_inside_the_reasoning_never_run(smollm2_tokenizer: Any) -> None:
+    tok = _with_template(smollm2_tokenizer, "qwen3")
+    fake = HERMES.render_call("add", {"a": 40, "b": 2})
+    script = [
+        [f"<think>\nI could write {fake} but no.\n</think>\n", ToolCallScript("add", {"a": 1, "b": 2})],
+        "<think>\nIt returned 3.\n</think>\n\nThe sum is 3.",
+    ]
+    agent = Agent(TestModel(script, tokenizer=tok), tools=[get_weather, add])
+    result = agent.run_sync("1 + 2?")
+    assert [(c.name, c.result) for c in result.tool_calls] == [("add", 3.0)]
+    assert result.output == "The sum is 3."
+    assert result.reasoning == "<think>\nIt returned 3.\n</think>"
+    first = next(m for m in result.messages if m.role == "assistant")
+    assert "I could write" in first.content  # the history keeps the reasoning
+
+
+def test_required_means_a_call_after_the_reasoning(smollm2_tokenizer: Any) -> None:
+    tok = _with_template(smollm2_tokenizer, "qwen3")
+    script = ["<think>\nNo tool needed.\n</think>\n\nHello!"]
+    agent = Agent(TestModel(script, tokenizer=tok), tools=[add], tool_choice="required")
+    with pytest.raises(UnexpectedModelBehavior):
+        agent.run_sync("hi")
+
+
+def test_the_reasoning_budget_forces_its_end(index: Any) -> None:
+    """Past the budget the gate answers with the end marker (the loop forces it); inside the
+    reasoning it never sees a call opener."""
+    import torch
+
+    from sdk.decoding._gate import CallGate, GateRun
+
+    gate = GateRun(
+        CallGate("<tool_call>", "</tool_call>", bias=0.0, reasoning=THINK, reasoning_budget=3),
+        index,
+    )
+    logits = torch.zeros(index.vocab_size)
+    for piece in (b"<think>", b" a <tool_call>"):
+        gate.after(piece)
+        assert gate.steer(logits) == b"" and not gate.in_call
+    gate.after(b" b")
+    assert gate.steer(logits) == b"</think>"
+    gate.after(b"</think>\n")
+    assert not gate.thinking and gate.boundary  # the call decision comes now
+    gate.after(b"<tool_call>")
+    assert gate.in_call
