@@ -57,7 +57,11 @@ def table() -> str:
         body = (
             f'`{{"name", "{fmt.arguments_key}"}}` object'
             if fmt.body == "object"
-            else "name in the envelope, JSON arguments"
+            else "name in the envelope, "
+            + {
+                "python": "Python keyword arguments",
+                "xml": "`<parameter=…>` blocks, strings raw",
+            }.get(fmt.surface, "JSON arguments")
         )
         markers = ", ".join(f"`{m}`" for m in fmt.markers) or "—"
         rows.append(

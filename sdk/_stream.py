@@ -38,6 +38,7 @@ class TurnScanner:
         *,
         parse: Callable[[str], Sequence[Any]] | None = None,
         reasoning: tuple[str, str] | None = None,
+        at_start: bool = False,
     ) -> None:
         self.step = step
         self.opener = opener or None
@@ -49,6 +50,8 @@ class TurnScanner:
         self.parse = parse
         # A reasoning span `(start, end)` opening the turn: text, never searched for calls.
         self.reasoning = reasoning
+        # The opener counts only at the start of the reply (calls are the whole reply).
+        self.at_start = at_start
         self.thinking = reasoning is not None
         self.seen = ""  # the turn's text while deciding whether it reasons
         self.sent_think = 0  # reasoning characters emitted
@@ -129,6 +132,13 @@ class TurnScanner:
             self.emit(TextDelta(self.step, self.buf))
             self.buf = ""
             return False
+        if self.at_start:
+            head = self.buf.lstrip()
+            if not head.startswith(opener) and (opener.startswith(head) and head or not head):
+                return False  # still undecided: hold
+            if not head.startswith(opener):
+                self.opener = None  # a text reply: nothing in it is a call
+                return True
         at = self.buf.find(opener)
         if at >= 0:
             text = self.buf[:at].rstrip()  # whitespace before a call lays calls out

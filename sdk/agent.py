@@ -243,7 +243,8 @@ class Agent(Generic[OutputT]):
         call_format: the envelope of calls: "auto" (the format the model's chat template
             writes calls in, Hermes `<tool_call>` tags where it writes none), a built-in
             format's name ("hermes", "llama3_json", "mistral", "mistral_args", "granite",
-            "deepseek_v3") or a `ToolCallFormat`. See the model-families page.
+            "deepseek_v3", "pythonic", "qwen_xml") or a `ToolCallFormat`. See the
+            model-families page.
         call_style: the layout of a call's JSON body, which the grammar enforces exactly:
             "auto" (what the model's chat template writes, else `json.dumps`' `", "`/`": "`),
             "compact", "spaced", "flexible" (bounded whitespace, the model's choice), an
@@ -565,6 +566,7 @@ class Agent(Generic[OutputT]):
             keep_complete_calls=tracked,
             reasoning=thinking,
             reasoning_budget=(self.reasoning_tokens or None) if thinking else None,
+            at_start_only=bool(getattr(fmt, "whole_reply", False)),
         )
         if grammar.mode == "auto" and self.auto_call_bias is not None:
             return replace(gate, bias=self._call_bias(), name_prefix=_name_prefix(fmt))
@@ -641,8 +643,9 @@ class Agent(Generic[OutputT]):
             opener,
             closer,
             run.sink,
-            parse=None if streamed else fmt.parse,
+            parse=None if streamed else self._parse_calls,
             reasoning=getattr(fmt, "reasoning", None),
+            at_start=bool(getattr(fmt, "whole_reply", False)),
         )
 
     def _stream_whole(
@@ -760,15 +763,33 @@ class Agent(Generic[OutputT]):
         opener = fmt.opener
         closer = getattr(fmt, "closer", None)
         opened = out.text.rfind(opener)
+        if getattr(fmt, "whole_reply", False):  # calls are the reply, or there are none
+            head = self._split_reasoning(out)[1]
+            opened = 0 if head.lstrip().startswith(opener) else -1
         if opened < 0:
             return False
         return not closer or out.text.find(closer, opened) < 0
 
     def _calls(self, out: TurnOutput, grammar: TurnGrammar) -> list[ParsedCall]:
-        """The turn's calls: split by a remote server already, or parsed out of the text."""
+        """The turn's calls: split by a remote server already, or parsed out of the text
+        (values the format wrote as raw text typed by the named tool's schema)."""
         if out.calls is not None:
             return list(out.calls)
-        return self.resolved_format().parse(out.text) if grammar.tool_names else []
+        if not grammar.tool_names:
+            return []
+        return self._parse_calls(out.text)
+
+    def _parse_calls(self, text: str) -> list[ParsedCall]:
+        fmt = self.resolved_format()
+        calls = fmt.parse(text)
+        resolve = getattr(fmt, "resolve_arguments", None)
+        if resolve is not None:
+            for i, call in enumerate(calls):
+                tool = self.tools.get(call.name)
+                schema = getattr(tool, "grammar_schema", None) or getattr(tool, "json_schema", None)
+                if isinstance(schema, dict):
+                    calls[i] = resolve(call, schema)
+        return calls
 
     # ------------------------------------------------------------------ tools
 

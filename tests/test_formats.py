@@ -22,7 +22,7 @@ from sdk.backends.test import TestModel, ToolCallScript
 from sdk.backends.transformers import detect_call_format
 from sdk.decoding._markers import format_index
 from sdk.decoding.call_style import COMPACT, FLEXIBLE, SPACED
-from sdk.decoding.formats import FORMATS, HERMES, CallFormat, get_format
+from sdk.decoding.formats import FORMATS, HERMES, CallFormat, QwenXmlFormat, get_format
 from sdk.decoding.turn_grammar import build_turn_grammar
 from sdk.engine.matcher import Matcher
 from sdk.errors import ConfigError, MatcherError
@@ -87,6 +87,18 @@ def _clean(calls: list[tuple[str, dict[str, Any]]], fmt: CallFormat) -> list[Any
     return kept[: 1 if not fmt.parallel else None]
 
 
+SCHEMAS = {t.name: t.json_schema for t in TOOLS}
+
+
+def _parse(fmt: CallFormat, text: str) -> list[Any]:
+    """`fmt.parse`, with raw-text values typed by the tool's schema (as the agent does)."""
+    calls = fmt.parse(text)
+    resolve = getattr(fmt, "resolve_arguments", None)
+    if resolve is not None:
+        calls = [resolve(c, SCHEMAS[c.name]) if c.name in SCHEMAS else c for c in calls]
+    return calls
+
+
 def _turn_text(fmt: CallFormat, calls: list[Any], thought: str = "") -> str:
     text = fmt.render_calls(calls)
     if fmt.reasoning:
@@ -107,7 +119,7 @@ def test_render_then_parse_gives_the_calls_back(fmt: CallFormat, calls: list[Any
         return
     # A fake call inside the reasoning is never parsed.
     fake = fmt.render_calls([("add", {"a": 1, "b": 2.0, "tags": None})])
-    parsed = fmt.parse(_turn_text(fmt, calls, thought=f"maybe {fake}"))
+    parsed = _parse(fmt, _turn_text(fmt, calls, thought=f"maybe {fake}"))
     assert [(p.name, p.arguments, p.error) for p in parsed] == [(n, a, None) for n, a in calls]
 
 
@@ -146,6 +158,8 @@ def test_the_grammar_accepts_what_the_renderer_writes(
     assert not _accepts(fmt, "required", other.render_calls(calls), index)
     fake = text.replace("get_weather", "get_weathe").replace('"add"', '"ad"')
     fake = fake.replace("]add[", "]ad[").replace(">add\n", ">ad\n")
+    fake = fake.replace("[add(", "[ad(").replace(" add(", " ad(").replace(",add(", ",ad(")
+    fake = fake.replace("=add>", "=ad>")
     assert not _accepts(fmt, "required", fake, index)
 
 
@@ -171,7 +185,7 @@ def test_a_stream_split_anywhere_gives_the_same_calls(
         fmt.opener,
         fmt.closer,
         events.append,
-        parse=None if streamed else fmt.parse,
+        parse=None if streamed else lambda t: _parse(fmt, t),
         reasoning=fmt.reasoning,
     )
     for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True):
@@ -204,6 +218,8 @@ def _with_template(tokenizer: Any, name: str) -> Any:
         ("granite", "granite", None),
         ("deepseek_v3", "deepseek_v3", None),
         ("qwen3", "hermes", THINK),
+        ("llama_pythonic", "pythonic", None),
+        ("qwen3_coder", "qwen_xml", None),
     ],
 )
 def test_the_format_is_detected_from_the_chat_template(
@@ -280,7 +296,10 @@ def test_calls_inside_the_reasoning_never_run(smollm2_tokenizer: Any) -> None:
     tok = _with_template(smollm2_tokenizer, "qwen3")
     fake = HERMES.render_call("add", {"a": 40, "b": 2})
     script = [
-        [f"<think>\nI could write {fake} but no.\n</think>\n", ToolCallScript("add", {"a": 1, "b": 2})],
+        [
+            f"<think>\nI could write {fake} but no.\n</think>\n",
+            ToolCallScript("add", {"a": 1, "b": 2}),
+        ],
         "<think>\nIt returned 3.\n</think>\n\nThe sum is 3.",
     ]
     agent = Agent(TestModel(script, tokenizer=tok), tools=[get_weather, add])
@@ -321,3 +340,141 @@ def test_the_reasoning_budget_forces_its_end(index: Any) -> None:
     assert not gate.thinking and gate.boundary  # the call decision comes now
     gate.after(b"<tool_call>")
     assert gate.in_call
+
+
+# ------------------------------------------------------------------ the Python surface
+
+
+@tool
+def configure(name: str, verbose: bool = False, limit: int | None = None) -> str:
+    """Configure something."""
+    return f"{name} {verbose} {limit}"
+
+
+@pytest.mark.parametrize(
+    ("text", "ok"),
+    [
+        ('[configure(name="a/b", verbose=True, limit=None)]', True),
+        ('[configure(name="é\\n\\u00e9", limit=3)]', True),
+        ('[configure(name="a\\/b")]', False),  # Python reads `\\/` as two characters
+        ('[configure(name="\\ud83d\\ude00")]', False),  # two lone surrogates in Python
+        ('[configure(name="x", verbose=true)]', False),  # JSON's literal is not Python's
+        ('[configure(verbose=True, name="x")]', False),  # declaration order
+        ("[configure(name='x')]", False),  # double quotes only (for now)
+    ],
+)
+def test_pythonic_values_mean_the_same_in_python(text: str, ok: bool, index: Any) -> None:
+    import ast
+
+    fmt = get_format("pythonic")
+    grammar = build_turn_grammar([as_tool(configure)], "required", fmt=fmt)
+    assert grammar.compiled is not None
+    m = Matcher(grammar.compiled, index)
+    try:
+        m.advance_bytes(text.encode())
+        accepted = m.is_accepting()
+    except MatcherError:
+        accepted = False
+    assert accepted == ok
+    if ok:  # what Python reads is what the grammar meant
+        call = fmt.parse(text)[0]
+        node = ast.parse(text, mode="eval").body
+        assert isinstance(node, ast.List)
+        first = node.elts[0]
+        assert isinstance(first, ast.Call)
+        assert call.arguments == {k.arg: ast.literal_eval(k.value) for k in first.keywords}
+
+
+def test_pythonic_refuses_arguments_that_cannot_be_keywords() -> None:
+    from sdk import Tool
+    from sdk.errors import SchemaError
+
+    odd = Tool.from_schema(
+        "odd",
+        {"type": "object", "properties": {"not-an-identifier": {"type": "string"}}},
+        lambda **kw: "x",
+    )
+    with pytest.raises(SchemaError, match="not a Python identifier"):
+        build_turn_grammar([odd], "required", fmt=get_format("pythonic"))
+    loose = Tool.from_schema(
+        "loose",
+        {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": True},
+        lambda **kw: "x",
+    )
+    with pytest.raises(SchemaError, match="keyword arguments"):
+        build_turn_grammar([loose], "required", fmt=get_format("pythonic"))
+
+
+def test_a_text_reply_with_brackets_is_text_in_pythonic(smollm2_tokenizer: Any) -> None:
+    model = TestModel(['See [1] and [get_weather(city="x")].'], tokenizer=smollm2_tokenizer)
+    agent = Agent(model, tools=[get_weather], call_format="pythonic")
+    result = agent.run_sync("hi")
+    assert result.tool_calls == [] and result.output.startswith("See [1]")
+
+
+# ------------------------------------------------------------------ XML parameters
+
+
+@pytest.mark.parametrize(
+    ("schema", "raw"),
+    [
+        ({"type": "string"}, True),
+        ({"type": "string", "maxLength": 3}, True),
+        ({"enum": ["c", "f"]}, True),
+        ({"anyOf": [{"type": "string"}, {"type": "null"}]}, True),
+        ({"$ref": "#/$defs/Unit"}, True),
+        ({"type": "integer"}, False),
+        ({"anyOf": [{"type": "string"}, {"type": "integer"}]}, False),
+        ({"type": "array", "items": {"type": "string"}}, False),
+    ],
+)
+def test_xml_string_parameters_are_raw_text(schema: Any, raw: bool, index: Any) -> None:
+    """The grammar writes a parameter raw exactly where `resolve_arguments` reads it raw."""
+    from sdk import Tool
+
+    args = {
+        "type": "object",
+        "properties": {"v": schema},
+        "required": ["v"],
+        "$defs": {"Unit": {"type": "string", "enum": ["c", "f"]}},
+    }
+    t = Tool.from_schema("t", args, lambda **kw: "x")
+    fmt = get_format("qwen_xml")
+    grammar = build_turn_grammar([t], "required", fmt=fmt)
+    assert grammar.compiled is not None
+
+    def accepts(value_text: str) -> bool:
+        text = f"<tool_call>\n<function=t>\n<parameter=v>\n{value_text}\n</parameter>\n</function>\n</tool_call>"
+        m = Matcher(grammar.compiled, index)
+        try:
+            m.advance_bytes(text.encode())
+        except MatcherError:
+            return False
+        return m.is_accepting()
+
+    assert accepts("c") == raw  # a bare word is raw text, not JSON
+    call = fmt.parse(
+        "<tool_call>\n<function=t>\n<parameter=v>\n12\n</parameter>\n</function>\n</tool_call>"
+    )[0]
+    assert isinstance(fmt, QwenXmlFormat)
+    typed = fmt.resolve_arguments(call, args).arguments["v"]
+    assert typed == ("12" if raw else 12)
+
+
+def test_xml_raw_text_cannot_end_the_parameter_early(index: Any) -> None:
+    fmt = get_format("qwen_xml")
+    grammar = build_turn_grammar([as_tool(get_weather)], "required", fmt=fmt)
+    assert grammar.compiled is not None
+    for city, ok in (
+        ("Paris\n</param", True),
+        ("a\n</parameter>b", False),
+        ("x</tool_call>", False),
+    ):
+        text = fmt.render_call("get_weather", {"city": city})
+        m = Matcher(grammar.compiled, index)
+        try:
+            m.advance_bytes(text.encode())
+            accepted = m.is_accepting()
+        except MatcherError:
+            accepted = False
+        assert accepted == ok, city

@@ -94,6 +94,8 @@ class CallGate:
     # or decided; `reasoning_budget` tokens into it, its end marker is forced.
     reasoning: tuple[str, str] | None = None
     reasoning_budget: int | None = None
+    # Calls are the whole reply (pythonic lists): the opener counts only before any text.
+    at_start_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -277,6 +279,8 @@ class GateRun:
             return
         if not self.in_call:
             at = self.text.find(self.opener, max(self.since, start - len(self.opener) + 1))
+            if at >= 0 and self.gate.at_start_only and self.text[self.since : at].strip(_WS):
+                at = -1  # an opener inside text is text
             if at < 0:
                 self.free_tokens += tokens
                 return

@@ -201,7 +201,11 @@ def format_style(fmt: ToolCallFormat) -> CallStyle:
 
 
 def _schema_lark(
-    schema: Any, prefix: str, style: CallStyle, reserved: Sequence[str | None] = ()
+    schema: Any,
+    prefix: str,
+    style: CallStyle,
+    reserved: Sequence[str | None] = (),
+    surface: Literal["json", "python", "xml"] = "json",
 ) -> str:
     from sdk.errors import SchemaError
     from sdk.grammar import compile_schema
@@ -219,6 +223,7 @@ def _schema_lark(
         separators=style.separators,
         close_objects=True,
         reserved=kept,
+        surface=surface,
     )
     return prefix_lark_names(sg.lark, prefix)
 
@@ -265,12 +270,18 @@ def _turn_lark(
             if getattr(type(fmt), "calls_rule", CallFormat.calls_rule) is not CallFormat.calls_rule:
                 parts.append(f"envelope: {calls}")
                 unit = "envelope"
-            # Without parallel calls the turn ends with its one call.
-            parts.append(
-                f"start: TEXT? ({unit} TEXT?)*" if parallel else f"start: TEXT | TEXT? {unit}"
-            )
-            # TEXT: anything that never contains the opener (see grammar-dialect.md, lookahead).
-            parts.append("TEXT: " + _text_regex(fmt))
+            if getattr(fmt, "whole_reply", False):
+                # The reply is either text or the calls; text never opens like a call.
+                parts.append(f"start: TEXT | {unit}")
+                head = r"(?![ \t\r\n]*" + re.escape(fmt.opener) + r")[\s\S]+"
+                parts.append("TEXT: " + _lark_regex(head))
+            else:
+                # Without parallel calls the turn ends with its one call.
+                parts.append(
+                    f"start: TEXT? ({unit} TEXT?)*" if parallel else f"start: TEXT | TEXT? {unit}"
+                )
+                # TEXT: anything never containing the opener (grammar-dialect.md, lookahead).
+                parts.append("TEXT: " + _text_regex(fmt))
         parts += _call_rules(tools, fmt)
     if output_schema is not None:
         # Next to tools, a typed reply holding the opener would be read as a call.
@@ -299,8 +310,12 @@ def _call_rules(tools: Sequence[ToolSpec], fmt: ToolCallFormat) -> list[str]:
         named = cast(Any, fmt).named_call_rule
         alts = [named(t.name, f"a{i}_start") for i, t in enumerate(tools)]
         parts = ["call: " + " | ".join(f"({a})" for a in alts)]
+        declared = getattr(fmt, "surface", "json")
+        surface: Literal["json", "python", "xml"] = (
+            "python" if declared == "python" else "xml" if declared == "xml" else "json"
+        )
         for i, t in enumerate(tools):
-            parts.append(_schema_lark(_grammar_schema(t), f"a{i}_", style, reserved))
+            parts.append(_schema_lark(_grammar_schema(t), f"a{i}_", style, reserved, surface))
         return parts
     body = call_body_schema(
         tools,
@@ -356,6 +371,7 @@ def build_turn_grammar(
             fmt.opener,
             getattr(fmt, "closer", None),
             getattr(fmt, "reasoning", None),
+            getattr(fmt, "surface", "json"),
             format_style(fmt),
             mode,
             parallel_tool_calls,

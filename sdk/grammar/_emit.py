@@ -8,6 +8,7 @@ exactly (`first`/`rest` decomposition of a sequence of optional members).
 from __future__ import annotations
 
 import json
+import keyword
 import re
 from typing import Any
 
@@ -36,6 +37,7 @@ MAX_REPEAT = 1000  # larger item-count bounds are validated instead of counted
 INLINE_LIMIT = 48  # object layouts bigger than this use one rule per suffix
 MAX_INLINE_OPTIONAL = 3
 _WS = r"[ \t]{0,16}(?:\r?\n[ \t]{0,64})?"
+XML_END = "\n</parameter>"
 PUNCT = {"LBRACE": "{", "RBRACE": "}", "LSQB": "[", "RSQB": "]", "COMMA": ",", "COLON": ":"}
 
 
@@ -106,6 +108,7 @@ class Emitter:
         whitespace: str,
         separators: tuple[str, str] = (",", ":"),
         reserved: tuple[str, ...] = (),
+        surface: str = "json",
     ) -> None:
         self.defs = norm.defs
         # Texts no JSON string may contain raw (see `compile_schema(reserved=...)`): a head
@@ -113,11 +116,24 @@ class Emitter:
         # The unit is looser than JSON's (any escape pair) so that no encoding slips past;
         # a reserved text never starts inside an escape (`_check_reserved`).
         self.reserved = reserved
-        self.avoid = (
-            r'(?!"(?:[^"\\]|\\.)*(?:' + "|".join(re.escape(t) for t in reserved) + "))"
-            if reserved
-            else ""
+        # The Python surface (pythonic calls): the same values, written as Python literals.
+        # Strings keep JSON's double-quoted form minus the two escapes Python reads otherwise:
+        # `\/` (a backslash and a slash there) and surrogate `\uD8xx` pairs (two lone
+        # surrogates there); the root object is the call's keyword arguments.
+        self.python = surface == "python"
+        # The XML-parameter surface (Qwen3-Coder): the root object's members are
+        # `<parameter=NAME>\nVALUE\n</parameter>\n` blocks; string values are raw text.
+        self.xml = surface == "xml"
+        self.kw = (
+            {"null": "None", "true": "True", "false": "False"}
+            if self.python
+            else {"null": "null", "true": "true", "false": "false"}
         )
+        avoid = [re.escape(t) for t in reserved]
+        if self.python:
+            avoid += [r"\\/", r"\\u[dD][89a-fA-F]"]
+        self.avoid = r'(?!"(?:[^"\\]|\\.)*(?:' + "|".join(avoid) + "))" if avoid else ""
+        self.kwargs: Obj | None = None
         self.usage = norm.usage
         self.leaves = Leaves(norm.usage)
         self.flexible = whitespace == "flexible"
@@ -140,6 +156,20 @@ class Emitter:
     # -- driver ---------------------------------------------------------------------------
     def run(self, root: Node) -> str:
         self.rules["start"] = ""
+        if self.python or self.xml:
+            if not (
+                isinstance(root, Typed)
+                and root.obj is not None
+                and root.arr is None
+                and root.string is None
+                and root.number is None
+                and not root.null
+                and not root.boolean
+            ):
+                raise SchemaError(
+                    f"{'pythonic' if self.python else 'XML'} calls need object arguments", ""
+                )
+            self.kwargs = root.obj
         e = self.expr(root, "root")
         if e is None:
             raise SchemaError("the schema admits no value", "")
@@ -168,8 +198,10 @@ class Emitter:
     def _generic_rules(self) -> None:
         self.term(STRING, "STRING")
         self.term(NUMBER, "NUMBER")
+        k = self.kw
         self.rules["json_value"] = (
-            'json_object | json_array | STRING | NUMBER | "true" | "false" | "null"'
+            f'json_object | json_array | STRING | NUMBER | "{k["true"]}" | "{k["false"]}" '
+            f'| "{k["null"]}"'
         )
         self.rules["json_object"] = (
             "LBRACE (STRING COLON json_value (COMMA STRING COLON json_value)*)? RBRACE"
@@ -190,7 +222,9 @@ class Emitter:
             # Only string lexemes hold `"`; numbers stay as they are.
             avoid = self.avoid and '"' in regex
             if avoid and literals is not None:
-                avoid = any(t in v for v in literals for t in self.reserved)
+                avoid = any(t in v for v in literals for t in self.reserved) or (
+                    self.python and any("/" in v for v in literals)
+                )
             self.terminals[name] = self.avoid + regex if avoid else regex
         return (name, ATOM)
 
@@ -243,9 +277,9 @@ class Emitter:
         assert isinstance(node, Typed)
         parts: list[E | None] = []
         if node.null:
-            parts.append(('"null"', ATOM))
+            parts.append((f'"{self.kw["null"]}"', ATOM))
         if node.boolean:
-            parts += [('"true"', ATOM), ('"false"', ATOM)]
+            parts += [(f'"{self.kw["true"]}"', ATOM), (f'"{self.kw["false"]}"', ATOM)]
         if node.number is not None:
             r = self.leaves.number(node.number)
             if r is not None:
@@ -291,7 +325,7 @@ class Emitter:
     def value(self, v: Any, hint: str) -> E:
         """The grammar for exactly one JSON value (objects keep the constant's key order)."""
         if v is None or isinstance(v, bool):
-            return (json.dumps(json.dumps(v)), ATOM)
+            return (json.dumps(self.kw[json.dumps(v)]), ATOM)
         if isinstance(v, int | float):
             return self.term(literal_number(v), hint)
         if isinstance(v, str):
@@ -317,6 +351,14 @@ class Emitter:
 
     # -- objects --------------------------------------------------------------------------
     def obj_body(self, o: Obj, name: str) -> E | None:
+        kwargs = o is self.kwargs
+        if kwargs and self.xml:
+            return self.xml_params(o, name)
+        lb, rb, colon = (
+            (('"("', ATOM), ('")"', ATOM), ('"="', ATOM))
+            if kwargs
+            else (("LBRACE", ATOM), ("RBRACE", ATOM), ("COLON", ATOM))
+        )
         members: list[tuple[E, bool]] = []
         for pname, v in o.props:
             ve = self.expr(v, f"{name}_{pname}")
@@ -324,16 +366,29 @@ class Emitter:
                 if pname in o.required:
                     return None
                 continue
-            pair = seq([self.key(pname, f"{name}_{pname}"), ("COLON", ATOM), ve])
+            if kwargs and not (pname.isidentifier() and not keyword.iskeyword(pname)):
+                raise SchemaError(
+                    f"property {pname!r} is not a Python identifier: it cannot be a keyword "
+                    "argument of a pythonic call",
+                    o.pointer,
+                )
+            key = (json.dumps(pname), ATOM) if kwargs else self.key(pname, f"{name}_{pname}")
+            pair = seq([key, colon, ve])
             members.append((pair, pname in o.required))
         extra = self.extras(o, name)
+        if kwargs and extra is not None:
+            raise SchemaError(
+                "arguments beyond the declared properties (additionalProperties, "
+                "patternProperties) cannot be keyword arguments of a pythonic call",
+                o.pointer,
+            )
         n_req = sum(1 for _, r in members if r)
         n_opt = len(members) - n_req
         lo, hi = o.min_props, o.max_props
         if (hi is not None and hi < n_req) or (extra is None and lo > n_req + n_opt):
             return None
         if hi == 0:
-            return seq([("LBRACE", ATOM), ("RBRACE", ATOM)])
+            return seq([lb, rb])
         ex_lo, ex_hi, nonempty = 0, None, False
         need_lo = lo > n_req
         need_hi = hi is not None and (extra is not None or hi < n_req + n_opt)
@@ -353,11 +408,101 @@ class Emitter:
                         self.usage.validate(k, o.pointer, "member counting with optional members")
         inner = self._members(members, extra, ex_lo, ex_hi, name)
         if inner is None:
-            return seq([("LBRACE", ATOM), ("RBRACE", ATOM)])
+            return seq([lb, rb])
         body, may_be_empty = inner
         if may_be_empty and not nonempty:
             body = opt(body)
-        return seq([("LBRACE", ATOM), body, ("RBRACE", ATOM)])
+        return seq([lb, body, rb])
+
+    # -- XML parameters ---------------------------------------------------------------------
+    def xml_params(self, o: Obj, name: str) -> E | None:
+        """The root object as `<parameter=NAME>` blocks in declaration order. Each block is
+        self-delimiting, so optional ones need no separators; one rule per optional block
+        keeps Lark from expanding 2^k alternatives."""
+        if self.extras(o, name) is not None:
+            raise SchemaError(
+                "arguments beyond the declared properties (additionalProperties, "
+                "patternProperties) cannot be XML parameters",
+                o.pointer,
+            )
+        if o.min_props > len([p for p, _ in o.props if p in o.required]) or (
+            o.max_props is not None and o.max_props < len(o.props)
+        ):
+            for k in ("minProperties", "maxProperties"):
+                self.usage.validate(k, o.pointer, "counted by validation for XML parameters")
+        blocks: list[tuple[E, bool]] = []
+        for pname, v in o.props:
+            if "<" in pname or ">" in pname or "\n" in pname or not pname:
+                raise SchemaError(f"property {pname!r} cannot be an XML parameter name", o.pointer)
+            ve = self.xml_value(v, f"{name}_{pname}")
+            if ve is None:
+                if pname in o.required:
+                    return None
+                continue
+            head = json.dumps(f"<parameter={pname}>\n")
+            block = seq([(head, ATOM), ve, (json.dumps(XML_END + "\n"), ATOM)])
+            blocks.append((block, pname in o.required))
+        out: E | None = None
+        for i in range(len(blocks) - 1, -1, -1):
+            block, required = blocks[i]
+            piece = seq([block if required else opt(block), out])
+            if i:  # one rule per suffix
+                rule = self.names.rule(f"{name}_params{i}")
+                self.rules[rule] = piece[0]
+                piece = (rule, ATOM)
+            out = piece
+        return out if out is not None else ("", SEQ)
+
+    def xml_value(self, node: Node, hint: str) -> E | None:
+        """Raw text for string parameters (their `null` is the text `null`), JSON otherwise."""
+        target = node
+        if isinstance(target, Ref):
+            target = self.defs.nodes.get(target.key, target)
+        raw = self.raw_text(target)
+        if raw is None:
+            return self.expr(node, hint)
+        return self.term(raw, hint)
+
+    def raw_text(self, node: Node) -> str | None:
+        """The raw-text regex of a string-only parameter (None: not string-only)."""
+        ban = "|".join(re.escape(t).replace("\\\n", "\\n") for t in (XML_END, *self.reserved))
+        avoid = rf"(?![\s\S]*(?:{ban}))"
+        if isinstance(node, Union):  # Optional[str] and the like: raw text, or `null`
+            alts: list[str] = []
+            for a in node.alts:
+                if isinstance(a, Typed) and a == Typed(null=True):
+                    alts.append("null")
+                    continue
+                r = self.raw_text(a)
+                if r is None:
+                    return None
+                alts.append(r)
+            return "(?:" + "|".join(alts) + ")"
+        if isinstance(node, Consts):
+            values = [json.loads(t) for t in node.texts]
+            if not values or not all(isinstance(v, str) or v is None for v in values):
+                return None
+            texts = sorted({"null" if v is None else v for v in values})
+            if any(re.search(ban, t) for t in texts):
+                raise SchemaError("an enum value holds the XML parameter end", "")
+            return "(?:" + "|".join(re.escape(t) for t in texts) + ")"
+        if not isinstance(node, Typed) or node.string is None:
+            return None
+        if node.number is not None or node.boolean or node.obj is not None or node.arr is not None:
+            return None
+        st = node.string
+        for kw, items in (("pattern", st.patterns), ("format", st.formats)):
+            for _, ptr in items:
+                self.usage.validate(kw, ptr, "raw XML parameter values are checked by validation")
+        if st.excluded:
+            self.usage.validate("not", st.pointer, "raw XML parameter values")
+        lo, hi = st.min_length, st.max_length
+        if (lo, hi) == (0, None):
+            return avoid + r"[\s\S]*"
+        q = f"{{{lo},}}" if hi is None else f"{{{lo},{hi}}}"
+        if node.null and not (lo <= 4 and (hi is None or hi >= 4)):
+            return avoid + f"(?:[\\s\\S]{q}|null)"
+        return avoid + r"[\s\S]" + q
 
     def _members(
         self,

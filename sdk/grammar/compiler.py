@@ -85,6 +85,7 @@ def compile_schema(
     close_objects: bool = False,
     separators: tuple[str, str] | None = None,
     reserved: Sequence[str] = (),
+    surface: Literal["json", "python", "xml"] = "json",
 ) -> SchemaGrammar:
     """Compile a JSON Schema (drafts 04–2020-12, local refs only) to a Lark grammar.
 
@@ -99,6 +100,12 @@ def compile_schema(
     escaped (`<\\/tool_call>`). Each must start with a character JSON can only hold raw inside
     a string content (not `"`, `\\`, `/`, a letter, a digit, punctuation or whitespace of JSON).
     `close_objects`: objects declaring `properties` default to `additionalProperties: false`.
+    `surface="python"`: the value as the keyword arguments of a Python call, `(a=1, b=None)`,
+    values as Python literals (`None`/`True`/`False`; strings double-quoted without the `\\/`
+    and surrogate escapes Python reads differently), for pythonic tool calls; the schema must
+    be an object whose properties are identifiers, with no undeclared members.
+    `surface="xml"`: the value as Qwen3-Coder's `<parameter=NAME>` blocks, string parameters as
+    raw text (their `pattern`/`format` then checked by validation), others as JSON.
     Errors: `SchemaError` (with pointer) for malformed or empty schemas, `TooComplexError`.
     """
     if whitespace not in ("compact", "spaced", "flexible"):
@@ -109,7 +116,9 @@ def compile_schema(
     reserved = tuple(check_reserved(t) for t in reserved)
     try:
         norm = normalize(schema, strict=strict, close_objects=close_objects)
-        text = Emitter(norm, whitespace, seps, reserved).run(norm.root)
+        if surface not in ("json", "python", "xml"):
+            raise SchemaError(f"surface must be 'json', 'python' or 'xml', not {surface!r}")
+        text = Emitter(norm, whitespace, seps, reserved, surface).run(norm.root)
     except SDKError:
         raise
     except RecursionError:

@@ -27,7 +27,9 @@ from sdk.decoding.formats.named import (
     DeepSeekV3Format,
     MistralArgsFormat,
 )
+from sdk.decoding.formats.pythonic import PYTHONIC, PythonicFormat
 from sdk.decoding.formats.registry import FORMATS, get_format
+from sdk.decoding.formats.xml_params import QWEN_XML, QwenXmlFormat
 
 __all__ = [
     "DEEPSEEK_V3",
@@ -37,6 +39,8 @@ __all__ = [
     "LLAMA3_JSON",
     "MISTRAL_ARGS",
     "MISTRAL_LIST",
+    "PYTHONIC",
+    "QWEN_XML",
     "CallFormat",
     "DeepSeekV3Format",
     "GraniteFormat",
@@ -46,6 +50,8 @@ __all__ = [
     "MistralArgsFormat",
     "MistralListFormat",
     "ParsedCall",
+    "PythonicFormat",
+    "QwenXmlFormat",
     "ToolCallFormat",
     "get_format",
     "lark_literal",

@@ -43,6 +43,9 @@ class ParsedCall:
     arguments: Any
     raw: str  # the arguments as JSON text
     error: str | None = None
+    # Formats that write values as raw text (XML parameters): the texts, typed against the
+    # tool's schema by the format's `resolve_arguments`.
+    texts: Mapping[str, str] | None = None
 
 
 def lark_literal(text: str) -> str:
@@ -149,6 +152,11 @@ class CallFormat:
     reserved: ClassVar[tuple[str, ...]] = ()
     # (open, close) of the model's reasoning span, e.g. ("<think>", "</think>"); None: none.
     reasoning: tuple[str, str] | None = None
+    # How the arguments are written: "json", or "python" literals (pythonic calls).
+    surface: ClassVar[str] = "json"
+    # Calls are the whole reply (text replies never start with the opener) instead of
+    # following text anywhere in it.
+    whole_reply: ClassVar[bool] = False
     family: ClassVar[str] = ""  # the model families that write this format (docs)
     spec: ClassVar[str] = ""  # where the format is published (docs)
 

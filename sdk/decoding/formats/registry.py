@@ -15,6 +15,8 @@ from sdk.decoding.formats._base import CallFormat
 from sdk.decoding.formats.hermes import HERMES
 from sdk.decoding.formats.json_formats import GRANITE, LLAMA3_JSON, MISTRAL_LIST
 from sdk.decoding.formats.named import DEEPSEEK_V3, MISTRAL_ARGS
+from sdk.decoding.formats.pythonic import PYTHONIC
+from sdk.decoding.formats.xml_params import QWEN_XML
 from sdk.errors import ConfigError
 
 __all__ = [
@@ -29,7 +31,17 @@ __all__ = [
 
 # Most specific first: a format whose markers are unique before the bare JSON object.
 FORMATS: Mapping[str, CallFormat] = {
-    f.name: f for f in (HERMES, MISTRAL_ARGS, MISTRAL_LIST, GRANITE, DEEPSEEK_V3, LLAMA3_JSON)
+    f.name: f
+    for f in (
+        HERMES,
+        QWEN_XML,
+        MISTRAL_ARGS,
+        MISTRAL_LIST,
+        GRANITE,
+        DEEPSEEK_V3,
+        LLAMA3_JSON,
+        PYTHONIC,
+    )
 }
 
 PROBE_NAME = "sdk_probe_tool_x7"
@@ -54,7 +66,7 @@ def format_from_rendering(text: str) -> CallFormat | None:
     `text`, a chat template's rendering of a conversation holding it; None if none does."""
     for fmt in FORMATS.values():
         try:
-            calls = fmt.parse_calls(text)
+            calls = getattr(fmt, "find_calls", fmt.parse_calls)(text)
         except Exception:  # noqa: BLE001 - a parser meeting foreign text finds nothing
             continue
         if any(c.name == PROBE_NAME and c.arguments == PROBE_ARGUMENTS for c in calls):
