@@ -18,8 +18,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "guides" / "model-families.md"
 TEMPLATES = ROOT / "tests" / "fixtures" / "templates"
-BEGIN = "<!-- BEGIN GENERATED: docs/_gen_formats_table.py -->"
-END = "<!-- END GENERATED -->"
 
 
 def _detected() -> dict[str, list[str]]:
@@ -72,23 +70,7 @@ def table() -> str:
     return "\n".join(rows) + "\n"
 
 
-def render(page: str) -> str:
-    head, rest = page.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{BEGIN}\n{table()}{END}{tail}"
-
-
-def main(argv: list[str]) -> int:
-    current = PAGE.read_text(encoding="utf-8")
-    fresh = render(current)
-    if "--check" in argv:
-        if fresh != current:
-            print(f"{PAGE} is stale: run python docs/_gen_formats_table.py", file=sys.stderr)
-            return 1
-        return 0
-    PAGE.write_text(fresh, encoding="utf-8")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from _gen_common import main
+
+    raise SystemExit(main(sys.argv[1:], PAGE, "_gen_formats_table.py", table))

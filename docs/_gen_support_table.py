@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import Any
 
 PAGE = Path(__file__).resolve().parent / "schema-support.md"
-BEGIN = "<!-- BEGIN GENERATED: docs/_gen_support_table.py -->"
-END = "<!-- END GENERATED -->"
 
 S = {"type": "string"}
 I = {"type": "integer"}  # noqa: E741
@@ -162,24 +160,8 @@ def table() -> str:
     return "\n".join(rows) + "\n"
 
 
-def render(page: str) -> str:
-    head, rest = page.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{BEGIN}\n{table()}{END}{tail}"
-
-
-def main(argv: list[str]) -> int:
-    current = PAGE.read_text(encoding="utf-8")
-    fresh = render(current)
-    if "--check" in argv:
-        if fresh != current:
-            print(f"{PAGE} is stale: run python docs/_gen_support_table.py", file=sys.stderr)
-            return 1
-        return 0
-    PAGE.write_text(fresh, encoding="utf-8")
-    return 0
-
-
 if __name__ == "__main__":
     sys.path.insert(0, str(PAGE.parent.parent))
-    raise SystemExit(main(sys.argv[1:]))
+    from _gen_common import main
+
+    raise SystemExit(main(sys.argv[1:], PAGE, "_gen_support_table.py", table))

@@ -56,31 +56,27 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
     assert "fonts.googleapis.com" not in home
 
 
-def test_format_table_is_current() -> None:
+@pytest.mark.parametrize(
+    ("script", "page", "source"),
+    [
+        ("_gen_support_table.py", "schema-support.md", "what the compiler reports"),
+        ("_gen_formats_table.py", "guides/model-families.md", "the format registry"),
+    ],
+)
+def test_generated_tables_are_current(script: str, page: str, source: str) -> None:
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "docs" / "_gen_formats_table.py"), "--check"],
+        [sys.executable, str(ROOT / "docs" / script), "--check"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert proc.returncode == 0, (
-        "docs/guides/model-families.md differs from the format registry; regenerate it with "
-        f"`python docs/_gen_formats_table.py`\n{proc.stderr}"
+        f"docs/{page} differs from {source}; regenerate it with `python docs/{script}`\n"
+        f"{proc.stderr}"
     )
 
 
-def test_schema_support_table_is_current() -> None:
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "docs" / "_gen_support_table.py"), "--check"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, (
-        "docs/schema-support.md differs from what the compiler reports; regenerate it with "
-        f"`python docs/_gen_support_table.py`\n{proc.stderr}"
-    )
+def test_schema_support_table_is_complete() -> None:
     page = (ROOT / "docs" / "schema-support.md").read_text(encoding="utf-8")
     assert page.count("\n| `") >= 40

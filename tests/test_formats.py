@@ -130,8 +130,9 @@ def index(smollm2_tokenizer: Any) -> Any:
     return index_for(smollm2_tokenizer)
 
 
-def _accepts(fmt: CallFormat, mode: str, text: str, index: Any) -> bool:
-    grammar = build_turn_grammar(TOOLS, mode, fmt=fmt)
+def _accepts(fmt: CallFormat, mode: str, text: str, index: Any, tools: Any = TOOLS) -> bool:
+    """Whether the turn grammar over `tools` accepts `text` whole."""
+    grammar = build_turn_grammar(tools, mode, fmt=fmt)
     assert grammar.compiled is not None
     m = Matcher(grammar.compiled, index)
     try:
@@ -367,15 +368,7 @@ def test_pythonic_values_mean_the_same_in_python(text: str, ok: bool, index: Any
     import ast
 
     fmt = get_format("pythonic")
-    grammar = build_turn_grammar([as_tool(configure)], "required", fmt=fmt)
-    assert grammar.compiled is not None
-    m = Matcher(grammar.compiled, index)
-    try:
-        m.advance_bytes(text.encode())
-        accepted = m.is_accepting()
-    except MatcherError:
-        accepted = False
-    assert accepted == ok
+    assert _accepts(fmt, "required", text, index, [as_tool(configure)]) == ok
     if ok:  # what Python reads is what the grammar meant
         call = fmt.parse(text)[0]
         node = ast.parse(text, mode="eval").body
@@ -440,19 +433,8 @@ def test_xml_string_parameters_are_raw_text(schema: Any, raw: bool, index: Any) 
     }
     t = Tool.from_schema("t", args, lambda **kw: "x")
     fmt = get_format("qwen_xml")
-    grammar = build_turn_grammar([t], "required", fmt=fmt)
-    assert grammar.compiled is not None
-
-    def accepts(value_text: str) -> bool:
-        text = f"<tool_call>\n<function=t>\n<parameter=v>\n{value_text}\n</parameter>\n</function>\n</tool_call>"
-        m = Matcher(grammar.compiled, index)
-        try:
-            m.advance_bytes(text.encode())
-        except MatcherError:
-            return False
-        return m.is_accepting()
-
-    assert accepts("c") == raw  # a bare word is raw text, not JSON
+    word = "<tool_call>\n<function=t>\n<parameter=v>\nc\n</parameter>\n</function>\n</tool_call>"
+    assert _accepts(fmt, "required", word, index, [t]) == raw  # a bare word is raw text
     call = fmt.parse(
         "<tool_call>\n<function=t>\n<parameter=v>\n12\n</parameter>\n</function>\n</tool_call>"
     )[0]
@@ -463,18 +445,7 @@ def test_xml_string_parameters_are_raw_text(schema: Any, raw: bool, index: Any) 
 
 def test_xml_raw_text_cannot_end_the_parameter_early(index: Any) -> None:
     fmt = get_format("qwen_xml")
-    grammar = build_turn_grammar([as_tool(get_weather)], "required", fmt=fmt)
-    assert grammar.compiled is not None
-    for city, ok in (
-        ("Paris\n</param", True),
-        ("a\n</parameter>b", False),
-        ("x</tool_call>", False),
-    ):
+    cases = (("Paris\n</param", True), ("a\n</parameter>b", False), ("x</tool_call>", False))
+    for city, ok in cases:
         text = fmt.render_call("get_weather", {"city": city})
-        m = Matcher(grammar.compiled, index)
-        try:
-            m.advance_bytes(text.encode())
-            accepted = m.is_accepting()
-        except MatcherError:
-            accepted = False
-        assert accepted == ok, city
+        assert _accepts(fmt, "required", text, index, [as_tool(get_weather)]) == ok, city

@@ -19,6 +19,18 @@ from sdk.decoding.formats._base import (
 __all__ = ["DEEPSEEK_V3", "MISTRAL_ARGS", "DeepSeekV3Format", "MistralArgsFormat"]
 
 
+def _parse_named(head: re.Pattern[str], text: str) -> list[ParsedCall]:
+    """Calls whose `head` match captures the tool name, JSON arguments right after it."""
+    calls: list[ParsedCall] = []
+    for m in head.finditer(text):
+        found = decode_json_at(text, m.end())
+        if found is None:
+            calls.append(ParsedCall(m[1], None, text[m.end() :], "invalid JSON arguments"))
+            continue
+        calls.append(call_from_args(m[1], found[0]))
+    return calls
+
+
 class MistralArgsFormat(CallFormat):
     """`[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}`; parallel calls follow each other."""
 
@@ -44,14 +56,7 @@ class MistralArgsFormat(CallFormat):
         return "".join(self.render_call(n, a) for n, a in calls)
 
     def parse_calls(self, text: str) -> list[ParsedCall]:
-        calls: list[ParsedCall] = []
-        for m in self._HEAD.finditer(text):
-            found = decode_json_at(text, m.end())
-            if found is None:
-                calls.append(ParsedCall(m[1], None, text[m.end() :], "invalid JSON arguments"))
-                continue
-            calls.append(call_from_args(m[1], found[0]))
-        return calls
+        return _parse_named(self._HEAD, text)
 
 
 _B, _E = "<\uff5ctool\u2581calls\u2581begin\uff5c>", "<\uff5ctool\u2581calls\u2581end\uff5c>"
@@ -91,14 +96,7 @@ class DeepSeekV3Format(CallFormat):
         return _B + "\n".join(one) + _E
 
     def parse_calls(self, text: str) -> list[ParsedCall]:
-        calls: list[ParsedCall] = []
-        for m in self._HEAD.finditer(text):
-            found = decode_json_at(text, m.end())
-            if found is None:
-                calls.append(ParsedCall(m[1], None, text[m.end() :], "invalid JSON arguments"))
-                continue
-            calls.append(call_from_args(m[1], found[0]))
-        return calls
+        return _parse_named(self._HEAD, text)
 
 
 MISTRAL_ARGS = MistralArgsFormat()
