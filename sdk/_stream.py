@@ -55,6 +55,7 @@ class TurnScanner:
         self.thinking = reasoning is not None
         self.seen = ""  # the turn's text while deciding whether it reasons
         self.sent_think = 0  # reasoning characters emitted
+        self.opened = False  # the prompt opened the reasoning span (`prompt_ends_with`)
         self.buf = ""  # text not yet consumed
         self.in_call = False
         self.index = -1  # the current (or last) call
@@ -85,9 +86,11 @@ class TurnScanner:
         start, end = self.reasoning
         self.seen += text
         head = self.seen.lstrip()
-        if len(head) < len(start) and start.startswith(head):
+        if self.opened:
+            pass  # the prompt opened the span: no start marker to wait for
+        elif len(head) < len(start) and start.startswith(head):
             return ""  # maybe the start marker: wait
-        if not head.startswith(start):
+        elif not head.startswith(start):
             self.thinking = False
             return self.seen  # no reasoning: all of it is ordinary text
         at = self.seen.find(end)
@@ -103,6 +106,12 @@ class TurnScanner:
         if cut > self.sent_think:
             self.emit(TextDelta(self.step, self.seen[self.sent_think : cut]))
         return self.seen[cut:]
+
+    def prompt_ends_with(self, tail: str) -> None:
+        """A prompt ending with the reasoning's start marker (R1's `<think>\n`) starts the
+        turn inside the span."""
+        if self.reasoning is not None and tail.rstrip().endswith(self.reasoning[0]):
+            self.opened = True
 
     def finish(self) -> None:
         """End of turn: flush held-back text (an unfinished call stays as it is). Joined, the

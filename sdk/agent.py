@@ -685,6 +685,9 @@ class Agent(Generic[OutputT]):
             # begin_turn inside: a backend's own failure (a scripted model running out of
             # replies) keeps the transcript too.
             session = backend.begin_turn(request)
+            if stream is not None:
+                tail = index.decode_bytes(list(session.prompt_ids)[-8:])
+                stream.scanner.prompt_ends_with(tail.decode("utf-8", "replace"))
             out = generate_turn(
                 session,
                 matcher,

@@ -449,3 +449,41 @@ def test_xml_raw_text_cannot_end_the_parameter_early(index: Any) -> None:
     for city, ok in cases:
         text = fmt.render_call("get_weather", {"city": city})
         assert _accepts(fmt, "required", text, index, [as_tool(get_weather)]) == ok, city
+
+
+def test_a_prompt_that_opens_the_reasoning_starts_the_turn_inside_it(
+    smollm2_tokenizer: Any,
+) -> None:
+    """DeepSeek-R1 distills: the generation prompt ends with `<think>\\n`. A call written in the
+    reasoning is not a call: not parsed, and not taken for an earlier call the real one would
+    repeat (a repeat is cut)."""
+    tok = _with_template(smollm2_tokenizer, "r1_distill")
+    assert detect_call_format(tok).reasoning == THINK
+    fake = HERMES.render_call("add", {"a": 1, "b": 2})
+    script = [
+        [f"I could write {fake} here.\n</think>\n", ToolCallScript("add", {"a": 1, "b": 2})],
+        "It is 3.\n</think>\n\nThe sum is 3.",
+    ]
+    agent = Agent(TestModel(script, tokenizer=tok), tools=[add])
+    result = agent.run_sync("1 + 2?")
+    assert [(c.name, c.result) for c in result.tool_calls] == [("add", 3.0)]
+    assert result.usage.repeated_calls == 0  # the real call was not cut as a repeat
+    first = next(m for m in result.messages if m.role == "assistant")
+    assert first.content.endswith(HERMES.render_call("add", {"a": 1, "b": 2}))
+    assert result.output == "The sum is 3."
+    assert result.reasoning == "It is 3.\n</think>"
+
+
+def test_a_stream_of_a_prompt_opened_reasoning_shows_no_fake_call(smollm2_tokenizer: Any) -> None:
+    tok = _with_template(smollm2_tokenizer, "r1_distill")
+    fake = HERMES.render_call("add", {"a": 40, "b": 2})
+    script = [
+        [f"Not {fake}.\n</think>\n", ToolCallScript("add", {"a": 1, "b": 2})],
+        "Done.\n</think>\n\n3",
+    ]
+    agent = Agent(TestModel(script, tokenizer=tok), tools=[add])
+    events = list(agent.run_stream_sync("1 + 2?"))
+    started = [e for e in events if isinstance(e, CallStarted)]
+    partial = [e.partial for e in events if isinstance(e, ArgsDelta)]
+    assert [e.name for e in started] == ["add"]
+    assert partial[-1] == {"a": 1, "b": 2}

@@ -169,8 +169,15 @@ class GateRun:
         self.think = (marks[0].encode(), marks[1].encode()) if marks else None
         self.thinking = self.think is not None  # until the text shows it does not reason
         self.think_tokens = 0
+        self.opened_in_prompt = False  # the prompt itself opened the span (R1's `<think>\n`)
         if self.thinking:
             self.boundary = False  # the decision waits for the reasoning's end
+
+    def prompt_ends_with(self, tail: bytes) -> None:
+        """Tell the gate how the prompt ends: a template that opens the reasoning span in its
+        generation prompt (DeepSeek-R1 and its distills) starts the turn inside it."""
+        if self.think is not None and tail.rstrip(_WS).endswith(self.think[0]):
+            self.opened_in_prompt = True
 
     def steer(self, logits: torch.Tensor) -> bytes:
         """At a decision point: the opener, when a call must open now (the caller forces its
@@ -249,6 +256,8 @@ class GateRun:
         assert self.think is not None
         start, end = self.think
         head = bytes(self.text).lstrip(_WS)
+        if self.opened_in_prompt:
+            head = start + head
         if not head or start.startswith(head[: len(start)]) and len(head) < len(start):
             self.think_tokens += tokens
             return True  # nothing but (a prefix of) the start marker yet
