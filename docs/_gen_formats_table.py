@@ -59,6 +59,7 @@ def table() -> str:
             + {
                 "python": "Python keyword arguments",
                 "xml": "`<parameter=…>` blocks, strings raw",
+                "gemma": "bare keys, strings between `<escape>`",
             }.get(fmt.surface, "JSON arguments")
         )
         markers = ", ".join(f"`{m}`" for m in fmt.markers) or "—"

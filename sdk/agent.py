@@ -242,9 +242,9 @@ class Agent(Generic[OutputT]):
             and the tool would only run twice. False keeps every call the model writes.
         call_format: the envelope of calls: "auto" (the format the model's chat template
             writes calls in, Hermes `<tool_call>` tags where it writes none), a built-in
-            format's name ("hermes", "llama3_json", "mistral", "mistral_args", "granite",
-            "deepseek_v3", "pythonic", "qwen_xml") or a `ToolCallFormat`. See the
-            model-families page.
+            format's name (`sdk.decoding.formats.FORMATS`: "hermes", "llama3_json",
+            "mistral", "mistral_args", "granite", "deepseek_v3", "pythonic", "qwen_xml",
+            "functiongemma") or a `ToolCallFormat`. See the model-families page.
         call_style: the layout of a call's JSON body, which the grammar enforces exactly:
             "auto" (what the model's chat template writes, else `json.dumps`' `", "`/`": "`),
             "compact", "spaced", "flexible" (bounded whitespace, the model's choice), an

@@ -160,7 +160,7 @@ def test_the_grammar_accepts_what_the_renderer_writes(
     fake = text.replace("get_weather", "get_weathe").replace('"add"', '"ad"')
     fake = fake.replace("]add[", "]ad[").replace(">add\n", ">ad\n")
     fake = fake.replace("[add(", "[ad(").replace(" add(", " ad(").replace(",add(", ",ad(")
-    fake = fake.replace("=add>", "=ad>")
+    fake = fake.replace("=add>", "=ad>").replace(":add{", ":ad{")
     assert not _accepts(fmt, "required", fake, index)
 
 
@@ -221,6 +221,7 @@ def _with_template(tokenizer: Any, name: str) -> Any:
         ("qwen3", "hermes", THINK),
         ("llama_pythonic", "pythonic", None),
         ("qwen3_coder", "qwen_xml", None),
+        ("functiongemma", "functiongemma", None),
     ],
 )
 def test_the_format_is_detected_from_the_chat_template(
@@ -487,3 +488,34 @@ def test_a_stream_of_a_prompt_opened_reasoning_shows_no_fake_call(smollm2_tokeni
     partial = [e.partial for e in events if isinstance(e, ArgsDelta)]
     assert [e.name for e in started] == ["add"]
     assert partial[-1] == {"a": 1, "b": 2}
+
+
+# ------------------------------------------------------------------ FunctionGemma
+
+
+def test_functiongemma_strings_hold_its_syntax_and_refuse_its_delimiter(index: Any) -> None:
+    fmt = get_format("functiongemma")
+    tools = [as_tool(get_weather)]
+    tricky = {"city": 'Paris, "TX" {x:1} [a]', "days": 2}
+    text = fmt.render_call("get_weather", tricky)
+    assert text == (
+        "<start_function_call>call:get_weather{city:<escape>Paris, \"TX\" {x:1} [a]<escape>,"
+        "days:2}<end_function_call>"
+    )
+    assert _accepts(fmt, "required", text, index, tools)
+    assert fmt.parse(text)[0].arguments == tricky
+    bad = fmt.render_call("get_weather", {"city": "a<escape>b"})
+    assert not _accepts(fmt, "required", bad, index, tools)
+
+
+def test_functiongemma_refuses_keys_it_cannot_write_bare() -> None:
+    from sdk import Tool
+    from sdk.errors import SchemaError
+
+    for schema in (
+        {"type": "object", "properties": {"a b": {"type": "string"}}},
+        {"type": "object", "additionalProperties": {"type": "integer"}},
+    ):
+        t = Tool.from_schema("t", schema, lambda **kw: "x")
+        with pytest.raises(SchemaError):
+            build_turn_grammar([t], "required", fmt=get_format("functiongemma"))

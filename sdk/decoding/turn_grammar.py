@@ -205,7 +205,7 @@ def _schema_lark(
     prefix: str,
     style: CallStyle,
     reserved: Sequence[str | None] = (),
-    surface: Literal["json", "python", "xml"] = "json",
+    surface: Literal["json", "python", "xml", "gemma"] = "json",
 ) -> str:
     from sdk.errors import SchemaError
     from sdk.grammar import compile_schema
@@ -311,8 +311,14 @@ def _call_rules(tools: Sequence[ToolSpec], fmt: ToolCallFormat) -> list[str]:
         alts = [named(t.name, f"a{i}_start") for i, t in enumerate(tools)]
         parts = ["call: " + " | ".join(f"({a})" for a in alts)]
         declared = getattr(fmt, "surface", "json")
-        surface: Literal["json", "python", "xml"] = (
-            "python" if declared == "python" else "xml" if declared == "xml" else "json"
+        surface: Literal["json", "python", "xml", "gemma"] = (
+            "python"
+            if declared == "python"
+            else "xml"
+            if declared == "xml"
+            else "gemma"
+            if declared == "gemma"
+            else "json"
         )
         for i, t in enumerate(tools):
             parts.append(_schema_lark(_grammar_schema(t), f"a{i}_", style, reserved, surface))

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from sdk.errors import SchemaError
+from sdk.schema import NEVER as NEVER_NODE
 from sdk.schema import (
     AnyValue,
     Arr,
@@ -21,6 +22,7 @@ from sdk.schema import (
     Normalized,
     Obj,
     Ref,
+    Str,
     Typed,
     Union,
     is_any,
@@ -37,7 +39,9 @@ MAX_REPEAT = 1000  # larger item-count bounds are validated instead of counted
 INLINE_LIMIT = 48  # object layouts bigger than this use one rule per suffix
 MAX_INLINE_OPTIONAL = 3
 _WS = r"[ \t]{0,16}(?:\r?\n[ \t]{0,64})?"
+GEMMA_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 XML_END = "\n</parameter>"
+GEMMA_ESC = "<escape>"
 PUNCT = {"LBRACE": "{", "RBRACE": "}", "LSQB": "[", "RSQB": "]", "COMMA": ",", "COLON": ":"}
 
 
@@ -124,6 +128,8 @@ class Emitter:
         # The XML-parameter surface (Qwen3-Coder): the root object's members are
         # `<parameter=NAME>\nVALUE\n</parameter>\n` blocks; string values are raw text.
         self.xml = surface == "xml"
+        # FunctionGemma's surface: keys bare, strings raw between `<escape>` tokens.
+        self.gemma = surface == "gemma"
         self.kw = (
             {"null": "None", "true": "True", "false": "False"}
             if self.python
@@ -196,6 +202,8 @@ class Emitter:
         return lark_regex(_WS + esc + _WS)
 
     def _generic_rules(self) -> None:
+        if self.gemma:
+            raise SchemaError("values of any JSON type have no FunctionGemma form here", "")
         self.term(STRING, "STRING")
         self.term(NUMBER, "NUMBER")
         k = self.kw
@@ -285,7 +293,9 @@ class Emitter:
             if r is not None:
                 base = "INTEGER" if r == INTEGER else "NUMBER" if r == NUMBER else hint
                 parts.append(self.term(r, base))
-        if node.string is not None:
+        if node.string is not None and self.gemma:
+            parts.append(self.gemma_string(node.string, hint))
+        elif node.string is not None:
             r = self.leaves.string(node.string)
             if r is not None:
                 parts.append(self.term(r, "STRING" if r == STRING else hint))
@@ -314,7 +324,9 @@ class Emitter:
         values = [json.loads(t) for t in node.texts]
         strings = [v for v in values if isinstance(v, str)]
         parts: list[E] = []
-        if strings:
+        if strings and self.gemma:
+            parts += [self.gemma_text(v) for v in strings]
+        elif strings:
             rx = "|".join(literal_string(s) for s in strings)
             parts.append(self.term(rx if len(strings) == 1 else f"(?:{rx})", hint, strings))
         for v in values:
@@ -329,6 +341,8 @@ class Emitter:
         if isinstance(v, int | float):
             return self.term(literal_number(v), hint)
         if isinstance(v, str):
+            if self.gemma:
+                return self.gemma_text(v)
             return self.term(literal_string(v), hint, [v])
         if isinstance(v, list):
             items: list[E | None] = []
@@ -345,6 +359,10 @@ class Emitter:
         return seq([("LBRACE", ATOM), *members, ("RBRACE", ATOM)])
 
     def key(self, name: str, hint: str) -> E:
+        if self.gemma:  # bare keys: they end at the `:` that follows
+            if not name or not GEMMA_KEY.fullmatch(name):
+                raise SchemaError(f"property {name!r} cannot be a bare FunctionGemma key", "")
+            return (json.dumps(name), ATOM)
         if is_plain_key(name) and not any(t in name for t in self.reserved):
             return (json.dumps(json.dumps(name)), ATOM)
         return self.term(literal_string(name), hint + "_key", [name])
@@ -465,8 +483,7 @@ class Emitter:
 
     def raw_text(self, node: Node) -> str | None:
         """The raw-text regex of a string-only parameter (None: not string-only)."""
-        ban = "|".join(re.escape(t).replace("\\\n", "\\n") for t in (XML_END, *self.reserved))
-        avoid = rf"(?![\s\S]*(?:{ban}))"
+        ban = "|".join(re.escape(t) for t in (XML_END, *self.reserved))
         if isinstance(node, Union):  # Optional[str] and the like: raw text, or `null`
             alts: list[str] = []
             for a in node.alts:
@@ -490,19 +507,37 @@ class Emitter:
             return None
         if node.number is not None or node.boolean or node.obj is not None or node.arr is not None:
             return None
-        st = node.string
+        text = self.raw_string(node.string, (XML_END, *self.reserved))
+        return f"(?:{text}|null)" if node.null else text
+
+    def raw_string(self, st: Str, ban: tuple[str, ...]) -> str:
+        """Regex of the raw (unescaped) texts of strings `st` allows, none holding a `ban`
+        text. Length is counted in the grammar; `pattern`, `format` and `not` are left to
+        validation (their machinery works over JSON-escaped text)."""
         for kw, items in (("pattern", st.patterns), ("format", st.formats)):
             for _, ptr in items:
-                self.usage.validate(kw, ptr, "raw XML parameter values are checked by validation")
+                self.usage.validate(kw, ptr, "raw string values are checked by validation")
         if st.excluded:
-            self.usage.validate("not", st.pointer, "raw XML parameter values")
+            self.usage.validate("not", st.pointer, "raw string values")
+        alts = "|".join(re.escape(t).replace("\\\n", "\\n") for t in ban)
+        avoid = rf"(?![\s\S]*(?:{alts}))" if alts else ""
         lo, hi = st.min_length, st.max_length
         if (lo, hi) == (0, None):
             return avoid + r"[\s\S]*"
         q = f"{{{lo},}}" if hi is None else f"{{{lo},{hi}}}"
-        if node.null and not (lo <= 4 and (hi is None or hi >= 4)):
-            return avoid + f"(?:[\\s\\S]{q}|null)"
         return avoid + r"[\s\S]" + q
+
+    # -- the FunctionGemma surface ----------------------------------------------------------
+    def gemma_text(self, text: str) -> E:
+        """One constant string, between `<escape>` markers."""
+        if GEMMA_ESC in text:
+            raise SchemaError(f"a constant string holds {GEMMA_ESC!r}", "")
+        return (json.dumps(GEMMA_ESC + text + GEMMA_ESC), ATOM)
+
+    def gemma_string(self, st: Str, hint: str) -> E:
+        body = self.term(self.raw_string(st, (GEMMA_ESC, *self.reserved)), hint)
+        esc = (json.dumps(GEMMA_ESC), ATOM)
+        return seq([esc, body, esc])
 
     def _members(
         self,
@@ -577,6 +612,11 @@ class Emitter:
 
     def extras(self, o: Obj, name: str) -> E | None:
         """Members beyond the declared ones: patternProperties, then additionalProperties."""
+        if self.gemma and (o.patterns or o.additional != NEVER_NODE):
+            raise SchemaError(
+                "members beyond the declared properties have no FunctionGemma form (bare keys)",
+                o.pointer,
+            )
         declared = [n for n, _ in o.props]
         parts: list[E] = []
         schemas = {v for _, v in o.patterns}

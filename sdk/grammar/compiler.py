@@ -85,7 +85,7 @@ def compile_schema(
     close_objects: bool = False,
     separators: tuple[str, str] | None = None,
     reserved: Sequence[str] = (),
-    surface: Literal["json", "python", "xml"] = "json",
+    surface: Literal["json", "python", "xml", "gemma"] = "json",
 ) -> SchemaGrammar:
     """Compile a JSON Schema (drafts 04–2020-12, local refs only) to a Lark grammar.
 
@@ -106,6 +106,8 @@ def compile_schema(
     be an object whose properties are identifiers, with no undeclared members.
     `surface="xml"`: the value as Qwen3-Coder's `<parameter=NAME>` blocks, string parameters as
     raw text (their `pattern`/`format` then checked by validation), others as JSON.
+    `surface="gemma"`: FunctionGemma's syntax, `{key:<escape>text<escape>,n:1}` (bare keys,
+    raw strings between `<escape>` markers, `pattern`/`format` checked by validation).
     Errors: `SchemaError` (with pointer) for malformed or empty schemas, `TooComplexError`.
     """
     if whitespace not in ("compact", "spaced", "flexible"):
@@ -116,8 +118,10 @@ def compile_schema(
     reserved = tuple(check_reserved(t) for t in reserved)
     try:
         norm = normalize(schema, strict=strict, close_objects=close_objects)
-        if surface not in ("json", "python", "xml"):
-            raise SchemaError(f"surface must be 'json', 'python' or 'xml', not {surface!r}")
+        if surface not in ("json", "python", "xml", "gemma"):
+            raise SchemaError(
+                f"surface must be 'json', 'python', 'xml' or 'gemma', not {surface!r}"
+            )
         text = Emitter(norm, whitespace, seps, reserved, surface).run(norm.root)
     except SDKError:
         raise

@@ -11,6 +11,7 @@ from sdk.decoding.formats._base import (
     lark_literal,
     strip_property_titles,
 )
+from sdk.decoding.formats.functiongemma import FUNCTIONGEMMA, FunctionGemmaFormat
 from sdk.decoding.formats.hermes import HERMES, HermesFormat
 from sdk.decoding.formats.json_formats import (
     GRANITE,
@@ -34,6 +35,7 @@ from sdk.decoding.formats.xml_params import QWEN_XML, QwenXmlFormat
 __all__ = [
     "DEEPSEEK_V3",
     "FORMATS",
+    "FUNCTIONGEMMA",
     "GRANITE",
     "HERMES",
     "LLAMA3_JSON",
@@ -43,6 +45,7 @@ __all__ = [
     "QWEN_XML",
     "CallFormat",
     "DeepSeekV3Format",
+    "FunctionGemmaFormat",
     "GraniteFormat",
     "HermesFormat",
     "JsonListFormat",

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sdk.decoding.formats._base import CallFormat
+from sdk.decoding.formats.functiongemma import FUNCTIONGEMMA
 from sdk.decoding.formats.hermes import HERMES
 from sdk.decoding.formats.json_formats import GRANITE, LLAMA3_JSON, MISTRAL_LIST
 from sdk.decoding.formats.named import DEEPSEEK_V3, MISTRAL_ARGS
@@ -41,6 +42,7 @@ FORMATS: Mapping[str, CallFormat] = {
         DEEPSEEK_V3,
         LLAMA3_JSON,
         PYTHONIC,
+        FUNCTIONGEMMA,
     )
 }
 
