@@ -244,7 +244,7 @@ class Agent(Generic[OutputT]):
             writes calls in, Hermes `<tool_call>` tags where it writes none), a built-in
             format's name (`sdk.decoding.formats.FORMATS`: "hermes", "llama3_json",
             "mistral", "mistral_args", "granite", "deepseek_v3", "pythonic", "qwen_xml",
-            "functiongemma") or a `ToolCallFormat`. See the model-families page.
+            "functiongemma", "harmony") or a `ToolCallFormat`. See the model-families page.
         call_style: the layout of a call's JSON body, which the grammar enforces exactly:
             "auto" (what the model's chat template writes, else `json.dumps`' `", "`/`": "`),
             "compact", "spaced", "flexible" (bounded whitespace, the model's choice), an
@@ -1064,7 +1064,9 @@ class Agent(Generic[OutputT]):
         return thought, answer.lstrip() if thought else answer
 
     def _answer(self, out: TurnOutput) -> str:
-        return self._split_reasoning(out)[1]
+        answer = self._split_reasoning(out)[1]
+        unwrap = getattr(self.resolved_format(), "answer_text", None)
+        return str(unwrap(answer)) if unwrap is not None else answer
 
     def _result(
         self, run: _Run, output: OutputT, out: TurnOutput, new_from: int

@@ -157,11 +157,8 @@ def test_the_grammar_accepts_what_the_renderer_writes(
     # ...and not a call in another family's format, nor one of a tool nobody offered.
     other = HERMES if fmt.name != "hermes" else get_format("mistral_args")
     assert not _accepts(fmt, "required", other.render_calls(calls), index)
-    fake = text.replace("get_weather", "get_weathe").replace('"add"', '"ad"')
-    fake = fake.replace("]add[", "]ad[").replace(">add\n", ">ad\n")
-    fake = fake.replace("[add(", "[ad(").replace(" add(", " ad(").replace(",add(", ",ad(")
-    fake = fake.replace("=add>", "=ad>").replace(":add{", ":ad{")
-    assert not _accepts(fmt, "required", fake, index)
+    unoffered = [(n[:-1], a) for n, a in calls]  # "get_weathe", "ad"
+    assert not _accepts(fmt, "required", _turn_text(fmt, unoffered, "hmm"), index)
 
 
 # ------------------------------------------------------------------ streaming
@@ -222,6 +219,7 @@ def _with_template(tokenizer: Any, name: str) -> Any:
         ("llama_pythonic", "pythonic", None),
         ("qwen3_coder", "qwen_xml", None),
         ("functiongemma", "functiongemma", None),
+        ("harmony", "harmony", ("<|channel|>analysis<|message|>", "<|end|><|start|>assistant")),
     ],
 )
 def test_the_format_is_detected_from_the_chat_template(
@@ -262,7 +260,8 @@ def test_agent_runs_through_each_format(smollm2_tokenizer: Any, name: str, style
     calls = [ToolCallScript("get_weather", {"city": "Paris", "days": 2})]
     if fmt.parallel:
         calls.append(ToolCallScript("add", {"a": 1, "b": 2.5}))
-    model = TestModel([calls, "Done."], tokenizer=smollm2_tokenizer)
+    done = getattr(fmt, "text_prefix", "") + "Done."  # harmony answers in its final channel
+    model = TestModel([calls, done], tokenizer=smollm2_tokenizer)
     agent = Agent(model, tools=[get_weather, add], call_format=name, call_style=style)
     result = agent.run_sync("Weather in Paris, and 1 + 2.5?")
     assert [(c.name, c.result) for c in result.tool_calls] == [
@@ -499,7 +498,7 @@ def test_functiongemma_strings_hold_its_syntax_and_refuse_its_delimiter(index: A
     tricky = {"city": 'Paris, "TX" {x:1} [a]', "days": 2}
     text = fmt.render_call("get_weather", tricky)
     assert text == (
-        "<start_function_call>call:get_weather{city:<escape>Paris, \"TX\" {x:1} [a]<escape>,"
+        '<start_function_call>call:get_weather{city:<escape>Paris, "TX" {x:1} [a]<escape>,'
         "days:2}<end_function_call>"
     )
     assert _accepts(fmt, "required", text, index, tools)
@@ -519,3 +518,34 @@ def test_functiongemma_refuses_keys_it_cannot_write_bare() -> None:
         t = Tool.from_schema("t", schema, lambda **kw: "x")
         with pytest.raises(SchemaError):
             build_turn_grammar([t], "required", fmt=get_format("functiongemma"))
+
+
+# ------------------------------------------------------------------ harmony (gpt-oss)
+
+
+def test_harmony_history_goes_back_in_the_templates_shape(smollm2_tokenizer: Any) -> None:
+    tok = _with_template(smollm2_tokenizer, "harmony")
+    script = [
+        "<|channel|>analysis<|message|>Need add.<|end|><|start|>assistant"
+        '<|channel|>commentary to=functions.add <|constrain|>json<|message|>{"a": 1, "b": 2}',
+        "<|channel|>final<|message|>It is 3.",
+    ]
+    model = TestModel(script, tokenizer=tok)
+    agent = Agent(model, tools=[add])
+    result = agent.run_sync("1 + 2?")
+    assert agent.resolved_format().name == "harmony"
+    assert [(c.name, c.result) for c in result.tool_calls] == [("add", 3.0)]
+    assert result.output == "It is 3."
+    second = model.prompts[1]
+    assert "<|start|>assistant<|channel|>analysis<|message|>Need add.<|end|>" in second
+    assert '<|constrain|>json<|message|>{"a": 1, "b": 2}<|call|>' in second
+    assert second.count("<|channel|>commentary to=functions.add") == 1
+    assert second.endswith("<|start|>assistant")
+
+
+def test_harmony_text_replies_open_the_final_channel(smollm2_tokenizer: Any) -> None:
+    tok = _with_template(smollm2_tokenizer, "harmony")
+    with pytest.raises(UnexpectedModelBehavior):  # text outside a channel is not a reply
+        Agent(TestModel(["Hello"], tokenizer=tok), tools=[add]).run_sync("hi")
+    ok = Agent(TestModel(["<|channel|>final<|message|>Hello"], tokenizer=tok), tools=[add])
+    assert ok.run_sync("hi").output == "Hello"

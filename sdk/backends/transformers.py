@@ -168,7 +168,7 @@ def detect_call_format(tokenizer: Any) -> CallFormat:
     fmt = next((f for f in found if f is not None), HERMES)
     source = getattr(tokenizer, "chat_template", None)
     markers = reasoning_from_template(source) if isinstance(source, str) else None
-    return fmt.with_reasoning(markers)
+    return fmt.with_reasoning(markers) if markers else fmt
 
 
 def _fallback_dicts(request: TurnRequest) -> list[dict[str, Any]]:
@@ -199,9 +199,13 @@ def _fallback_dicts(request: TurnRequest) -> list[dict[str, Any]]:
 def render_prompt(tokenizer: Any, request: TurnRequest) -> str:
     """The prompt text of one assistant turn (generation prompt included)."""
     if request.tools and template_supports_tools(tokenizer):
-        msgs = [m.to_dict() for m in request.messages]
-        for d in msgs:  # the raw text already holds the calls; don't render them twice
-            d.pop("tool_calls", None)
+        history = getattr(request.fmt, "history_dict", None)
+        if history is not None:  # the format rebuilds what its template expects
+            msgs = [history(m) for m in request.messages]
+        else:
+            msgs = [m.to_dict() for m in request.messages]
+            for d in msgs:  # the raw text already holds the calls; don't render them twice
+                d.pop("tool_calls", None)
         return _apply(tokenizer, msgs, tools=[t.to_openai() for t in request.tools])
     return _apply(tokenizer, _fallback_dicts(request))
 

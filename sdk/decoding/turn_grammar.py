@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from sdk.decoding.call_style import COMPACT, CallStyle
-from sdk.decoding.formats import HERMES, CallFormat, ToolCallFormat
+from sdk.decoding.formats import HERMES, CallFormat, ToolCallFormat, lark_literal
 
 if TYPE_CHECKING:
     from sdk.engine.grammar import CompiledGrammar
@@ -246,8 +246,11 @@ def _turn_lark(
     reasoning: bool = False,
 ) -> str:
     parts: list[str] = []
+    # Formats whose text replies open with a header (harmony's final channel).
+    prefix = getattr(fmt, "text_prefix", "")
+    out_start = f"{lark_literal(prefix)} out_start" if prefix else "out_start"
     if mode == "output":
-        parts.append("start: out_start")
+        parts.append(f"start: {out_start}")
     else:
         calls_rule = getattr(fmt, "calls_rule", None)
         if calls_rule is not None:
@@ -262,7 +265,7 @@ def _turn_lark(
         elif mode == "required":
             parts.append(f"start: {calls}")
         elif output_schema is not None:
-            parts.append(f"start: {calls} | out_start")
+            parts.append(f"start: {calls} | {out_start}")
         else:
             # A format whose calls share one envelope (a JSON list after a marker) repeats the
             # envelope; the others repeat single calls (and so need no separator rule here).
@@ -274,6 +277,8 @@ def _turn_lark(
                 # The reply is either text or the calls; text never opens like a call.
                 parts.append(f"start: TEXT | {unit}")
                 head = r"(?![ \t\r\n]*" + re.escape(fmt.opener) + r")[\s\S]+"
+                if prefix:
+                    head = re.escape(prefix) + r"[\s\S]*"
                 parts.append("TEXT: " + _lark_regex(head))
             else:
                 # Without parallel calls the turn ends with its one call.

@@ -12,6 +12,7 @@ from sdk.decoding.formats._base import (
     strip_property_titles,
 )
 from sdk.decoding.formats.functiongemma import FUNCTIONGEMMA, FunctionGemmaFormat
+from sdk.decoding.formats.harmony import HARMONY, HarmonyFormat
 from sdk.decoding.formats.hermes import HERMES, HermesFormat
 from sdk.decoding.formats.json_formats import (
     GRANITE,
@@ -37,6 +38,7 @@ __all__ = [
     "FORMATS",
     "FUNCTIONGEMMA",
     "GRANITE",
+    "HARMONY",
     "HERMES",
     "LLAMA3_JSON",
     "MISTRAL_ARGS",
@@ -47,6 +49,7 @@ __all__ = [
     "DeepSeekV3Format",
     "FunctionGemmaFormat",
     "GraniteFormat",
+    "HarmonyFormat",
     "HermesFormat",
     "JsonListFormat",
     "Llama3JsonFormat",

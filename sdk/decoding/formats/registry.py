@@ -13,6 +13,7 @@ from typing import Any
 
 from sdk.decoding.formats._base import CallFormat
 from sdk.decoding.formats.functiongemma import FUNCTIONGEMMA
+from sdk.decoding.formats.harmony import HARMONY
 from sdk.decoding.formats.hermes import HERMES
 from sdk.decoding.formats.json_formats import GRANITE, LLAMA3_JSON, MISTRAL_LIST
 from sdk.decoding.formats.named import DEEPSEEK_V3, MISTRAL_ARGS
@@ -43,6 +44,7 @@ FORMATS: Mapping[str, CallFormat] = {
         LLAMA3_JSON,
         PYTHONIC,
         FUNCTIONGEMMA,
+        HARMONY,
     )
 }
 
