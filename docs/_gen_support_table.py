@@ -42,7 +42,11 @@ PROBES: list[tuple[str, Any, str]] = [
     ("format", {"type": "string", "format": "color"}, "unknown names: no constraint"),
     ("minimum", {"type": "integer", "minimum": -5}, "integers"),
     ("maximum", {"type": "number", "maximum": 99.5}, "numbers"),
-    ("exclusiveMinimum", {"type": "number", "exclusiveMinimum": 0}, "numbers"),
+    (
+        "exclusiveMinimum",
+        {"type": "number", "exclusiveMinimum": 0},
+        "numbers; bounds at 0 accept every spelling (`1e-06`, `-0`), others exponent-free ones",
+    ),
     ("exclusiveMaximum", {"type": "integer", "exclusiveMaximum": 10}, "integers"),
     ("multipleOf", {"type": "integer", "multipleOf": 5}, "integer multiple of an integer"),
     ("multipleOf", {"type": "number", "multipleOf": 0.5}, "on non-integer numbers"),
@@ -103,6 +107,12 @@ PROBES: list[tuple[str, Any, str]] = [
     ("not", {"not": {"type": "string"}}, "of a type"),
     ("not", {"type": "string", "not": {"pattern": "^a"}}, "of a pattern"),
     ("if", {"if": {"type": "integer"}, "then": {"minimum": 0}}, "with then/else"),
+    (
+        "if",
+        {"if": {"required": ["a"]}, "then": {"required": ["b"]}},
+        "a condition whose negation is expressible (types, enums, required, booleans)",
+    ),
+    ("not", {"not": {"type": "object", "required": ["a", "b"]}}, "of a conjunction"),
     (
         "$ref",
         {

@@ -587,9 +587,33 @@ def _fmt(d: Decimal) -> str:
 
 def test_number_exclusive_zero() -> None:
     regex = number_regex(minimum=0, exclusive_minimum=True)
-    assert fm(regex, "0.0001") and fm(regex, "12.5") and fm(regex, "1")
-    for text in ("0", "0.000", "-0.5", "-0", "1e2", "01", "1."):
+    assert fm(regex, "0.0001") and fm(regex, "12.5") and fm(regex, "1") and fm(regex, "1e2")
+    for text in ("0", "0.000", "0e5", "-0.5", "-0", "-1e-6", "01", "1."):
         assert not fm(regex, text)
+
+
+@SETTINGS
+@given(
+    side=st.sampled_from(["minimum", "maximum", "both"]),
+    exclusive=st.booleans(),
+    neg=st.booleans(),
+    i=st.sampled_from(["0", "1", "25"]),
+    frac=st.sampled_from(["", ".0", ".000", ".5", ".0010"]),
+    exp=st.sampled_from(["", "e0", "e-6", "E+2", "e10", "E-0"]),
+)
+def test_number_bounds_at_zero_accept_every_spelling(
+    side: str, exclusive: bool, neg: bool, i: str, frac: str, exp: str
+) -> None:
+    """`minimum: 0` and the like: exponents and `-0` are exact too (the sign decides)."""
+    lo = 0 if side in ("minimum", "both") else None
+    hi = 0 if side in ("maximum", "both") else None
+    xlo, xhi = exclusive and lo is not None, exclusive and hi is not None and side != "both"
+    regex = number_regex(minimum=lo, maximum=hi, exclusive_minimum=xlo, exclusive_maximum=xhi)
+    in_dialect(regex)
+    text = ("-" if neg else "") + i + frac + exp
+    v = Decimal(text)
+    ok = (lo is None or (v > 0 if xlo else v >= 0)) and (hi is None or (v < 0 if xhi else v <= 0))
+    assert fm(regex, text) == ok, (side, exclusive, text, regex)
 
 
 def test_number_unbounded_is_full_json_syntax() -> None:

@@ -25,7 +25,10 @@ def check(schema: Any, valid: list[Any], invalid: list[Any], **options: Any) -> 
         for v in valid:
             texts = [json.dumps(v, separators=(",", ":"), ensure_ascii=False)]
             if ws == "flexible":
-                texts += [json.dumps(v, ensure_ascii=False), json.dumps(v, indent=2, ensure_ascii=False)]
+                texts += [
+                    json.dumps(v, ensure_ascii=False),
+                    json.dumps(v, indent=2, ensure_ascii=False),
+                ]
             for t in texts:
                 assert accepts(p, t), (ws, t, g.lark)
         for v in invalid:
@@ -43,17 +46,36 @@ def test_object_properties_required_and_additional() -> None:
     }
     check(
         schema,
-        [{"b": "x"}, {"a": 1, "b": "x"}, {"a": 1, "b": "x", "c": True}, {"b": "", "zz": [1, None]},
-         {"a": -3, "b": "é\n\"", "c": False, "d": {"e": 1.5e3}}],
-        [{}, {"a": 1}, {"a": 1.5, "b": "x"}, {"b": 1}, {"b": "x", "a": 1}, {"b": "x", "c": 1},
-         [], "x", {"b": "x", "zz": 1, "b2": None, "a": 2}],
+        [
+            {"b": "x"},
+            {"a": 1, "b": "x"},
+            {"a": 1, "b": "x", "c": True},
+            {"b": "", "zz": [1, None]},
+            {"a": -3, "b": 'é\n"', "c": False, "d": {"e": 1.5e3}},
+        ],
+        [
+            {},
+            {"a": 1},
+            {"a": 1.5, "b": "x"},
+            {"b": 1},
+            {"b": "x", "a": 1},
+            {"b": "x", "c": 1},
+            [],
+            "x",
+            {"b": "x", "zz": 1, "b2": None, "a": 2},
+        ],
     )
 
 
 def test_closed_objects_and_close_objects_option() -> None:
     schema = {"properties": {"a": {"type": "null"}}, "additionalProperties": False}
     check(schema, [{}, {"a": None}, 3, "s", [1]], [{"a": 1}, {"b": None}, {"a": None, "b": 1}])
-    check({"type": "object", "properties": {"a": {}}}, [{}, {"a": [1]}], [{"b": 1}], close_objects=True)
+    check(
+        {"type": "object", "properties": {"a": {}}},
+        [{}, {"a": [1]}],
+        [{"b": 1}],
+        close_objects=True,
+    )
 
 
 def test_additional_properties_schema_and_pattern_properties() -> None:
@@ -82,7 +104,12 @@ def test_arrays_prefix_items_bounds() -> None:
         [[1], ["a", True, 1], [True]],
     )
     check(  # draft-04 idiom
-        {"type": "array", "items": [{"const": 1}], "additionalItems": {"type": "string"}, "minItems": 1},
+        {
+            "type": "array",
+            "items": [{"const": 1}],
+            "additionalItems": {"type": "string"},
+            "minItems": 1,
+        },
         [[1], [1, "a", "b"]],
         [[], [2], [1, 2]],
     )
@@ -108,7 +135,8 @@ def test_numbers_and_strings() -> None:
     check({"type": "integer", "multipleOf": 5}, [0, 10, -25], [3, 11])
     check(
         {"type": "string", "minLength": 2, "maxLength": 3, "pattern": "^[a-z]+$"},
-        ["ab", "abc"], ["a", "abcd", "AB", "a1"],
+        ["ab", "abc"],
+        ["a", "abcd", "AB", "a1"],
     )
     check({"type": "string", "format": "date"}, ["2024-02-29"], ["2023-02-29", "x"])
 
@@ -118,15 +146,21 @@ def test_refs_recursion_and_defs() -> None:
         "$defs": {
             "node": {
                 "type": "object",
-                "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+                "properties": {
+                    "v": {"type": "integer"},
+                    "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+                },
                 "required": ["v"],
                 "additionalProperties": False,
             }
         },
         "$ref": "#/$defs/node",
     }
-    check(schema, [{"v": 1}, {"v": 1, "kids": [{"v": 2, "kids": []}, {"v": 3}]}],
-          [{"v": 1, "kids": [{}]}, {"kids": []}])
+    check(
+        schema,
+        [{"v": 1}, {"v": 1, "kids": [{"v": 2, "kids": []}, {"v": 3}]}],
+        [{"v": 1, "kids": [{}]}, {"kids": []}],
+    )
     g = compile_schema(schema)
     assert "node:" in g.lark and g.lark.count("node:") == 1
 
@@ -145,23 +179,36 @@ def test_id_relative_and_pointer_refs() -> None:
 
 def test_allof_intersection_and_sibling_keywords() -> None:
     schema = {
-        "definitions": {"base": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}},
+        "definitions": {
+            "base": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+        },
         "allOf": [
             {"$ref": "#/definitions/base"},
             {"properties": {"a": {"minimum": 0}, "b": {"enum": ["x", "y", 3]}}, "required": ["b"]},
         ],
         "properties": {"b": {"type": "string"}},
     }
-    check(schema, [{"a": 0, "b": "x"}, {"a": 5, "b": "y", "c": 1}],
-          [{"a": -1, "b": "x"}, {"a": 1, "b": 3}, {"a": 1}, {"b": "x"}])
-    check({"allOf": [{"type": "string", "pattern": "^a"}, {"pattern": "b$"}]}, ["ab", "acb"], ["a", "b", "ba"])
+    check(
+        schema,
+        [{"a": 0, "b": "x"}, {"a": 5, "b": "y", "c": 1}],
+        [{"a": -1, "b": "x"}, {"a": 1, "b": 3}, {"a": 1}, {"b": "x"}],
+    )
+    check(
+        {"allOf": [{"type": "string", "pattern": "^a"}, {"pattern": "b$"}]},
+        ["ab", "acb"],
+        ["a", "b", "ba"],
+    )
 
 
 def test_anyof_oneof_not() -> None:
     check({"anyOf": [{"type": "string"}, {"type": "integer", "minimum": 3}]}, ["s", 3], [2, None])
     schema = {
         "oneOf": [
-            {"type": "object", "properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}, "required": ["kind"]},
+            {
+                "type": "object",
+                "properties": {"kind": {"const": "a"}, "x": {"type": "integer"}},
+                "required": ["kind"],
+            },
             {"type": "object", "properties": {"kind": {"const": "b"}}, "required": ["kind"]},
         ]
     }
@@ -176,10 +223,26 @@ def test_anyof_oneof_not() -> None:
 
 
 def test_min_max_properties_and_contains() -> None:
-    check({"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 1, "maxProperties": 2},
-          [{"a": 1}, {"a": 1, "b": 2}], [{}, {"a": 1, "b": 2, "c": 3}, {"a": "x"}])
-    check({"type": "object", "properties": {"a": {}, "b": {}}, "additionalProperties": False, "minProperties": 1},
-          [{"a": 1}, {"b": 2}], [{}])
+    check(
+        {
+            "type": "object",
+            "additionalProperties": {"type": "integer"},
+            "minProperties": 1,
+            "maxProperties": 2,
+        },
+        [{"a": 1}, {"a": 1, "b": 2}],
+        [{}, {"a": 1, "b": 2, "c": 3}, {"a": "x"}],
+    )
+    check(
+        {
+            "type": "object",
+            "properties": {"a": {}, "b": {}},
+            "additionalProperties": False,
+            "minProperties": 1,
+        },
+        [{"a": 1}, {"b": 2}],
+        [{}],
+    )
     check({"type": "array", "contains": {"const": 5}}, [[5], [1, 5, 2]], [[], [1, 2]])
 
 
@@ -191,7 +254,9 @@ def test_boolean_schemas() -> None:
 
 
 def test_validated_keywords_reported() -> None:
-    g = compile_schema({"type": "array", "uniqueItems": True, "items": {"type": "number", "multipleOf": 0.1}})
+    g = compile_schema(
+        {"type": "array", "uniqueItems": True, "items": {"type": "number", "multipleOf": 0.1}}
+    )
     assert {k for k, _ in g.validated} == {"uniqueItems", "multipleOf"}
     g = compile_schema({"if": {"properties": {"a": {"const": 1}}}, "then": {"required": ["b"]}})
     assert g.validated == (("if", ""),)
@@ -210,7 +275,10 @@ def test_strict_mode_names_keyword_and_pointer() -> None:
     ("schema", "pointer"),
     [
         ({"$ref": "#/definitions/missing"}, ""),
-        ({"properties": {"a": {"type": "string", "pattern": "(unclosed"}}}, "/properties/a/pattern"),
+        (
+            {"properties": {"a": {"type": "string", "pattern": "(unclosed"}}},
+            "/properties/a/pattern",
+        ),
         ({"type": "string", "minLength": 3, "maxLength": 2}, ""),
         ({"minimum": 3, "maximum": 2}, ""),
         ({"type": "strange"}, "/type"),
@@ -236,7 +304,9 @@ def test_deep_nesting_is_bounded() -> None:
 
 
 def test_unknown_keywords_are_ignored() -> None:
-    g = compile_schema({"type": "string", "_format": "email", "x-foo": 1, "description": "d", "title": "t"})
+    g = compile_schema(
+        {"type": "string", "_format": "email", "x-foo": 1, "description": "d", "title": "t"}
+    )
     assert g.validated == ()
     assert compile_schema({"type": "string", "format": "no-such-format"}).validated == ()
 
@@ -257,9 +327,10 @@ def test_golden(name: str) -> None:
         assert got == f.read()
 
 
-
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.sampled_from(["</b>", "<", "/", "b>", "a", '"', "\\", "\n", "\u00e9"]), max_size=6))
+@given(
+    st.lists(st.sampled_from(["</b>", "<", "/", "b>", "a", '"', "\\", "\n", "\u00e9"]), max_size=6)
+)
 def test_reserved_text_is_subtracted_from_every_string(parts: list[str]) -> None:
     """Lark's oracle (Python `re`): with a reserved text, exactly the JSON texts that hold it
     raw are lost, in plain strings, keys, constants and constrained strings alike; its
@@ -286,3 +357,55 @@ def test_reserved_texts_are_checked() -> None:
     for bad in ("", "a<", '<"', "<\\", "[x", " <", "/x"):
         with pytest.raises(SchemaError, match="reserved text"):
             compile_schema({"type": "string"}, reserved=(bad,))
+
+
+# ------------------------------------------------------------------ conditions and negations
+
+
+@pytest.mark.parametrize(
+    ("schema", "valid", "invalid"),
+    [
+        # boolean and empty conditions decide the branch outright
+        ({"if": True, "then": {"const": "t"}, "else": {"const": "e"}}, ["t"], ["e", 1]),
+        ({"if": False, "then": {"const": "t"}, "else": {"const": "e"}}, ["e"], ["t", 1]),
+        ({"if": {}, "then": {"const": "t"}, "else": {"const": "e"}}, ["t"], ["e"]),
+        ({"if": {"not": {}}, "then": {"const": "t"}, "else": {"const": "e"}}, ["e"], ["t"]),
+        # a negatable condition: (if AND then) OR (NOT if AND else)
+        (
+            {"if": {"type": "string"}, "then": {"minLength": 2}, "else": {"type": "integer"}},
+            ["ab", 3],
+            ["a", 1.5, None],
+        ),
+        (
+            {"if": {"required": ["a"]}, "then": {"required": ["b"]}},
+            [{"a": 1, "b": 2}, {"c": 1}, 5],
+            [{"a": 1}],
+        ),
+        # `required` holds for every non-object, so its negation holds for none
+        ({"not": {"required": ["a"]}}, [{}, {"b": 1}], [{"a": 1}, 3, "s", None]),
+        ({"not": {"required": ["a", "b"]}}, [{}, {"a": 1}], [{"a": 1, "b": 2}, 3]),
+        ({"not": {"required": []}}, [], []),
+        # De Morgan over conjunctions of independent keywords, and over allOf
+        ({"not": {"type": "object", "required": ["a"]}}, [{}, 3, "s"], [{"a": 1}]),
+        (
+            {"not": {"allOf": [{"required": ["a"]}, {"required": ["b"]}]}},
+            [{"a": 1}, {}],
+            [{"a": 1, "b": 2}, 7],
+        ),
+        ({"not": {"type": "string", "enum": ["x", "y"]}}, ["z", 1, None], ["x", "y"]),
+    ],
+)
+def test_conditions_and_negations_are_exact(
+    schema: Any, valid: list[Any], invalid: list[Any]
+) -> None:
+    if schema == {"not": {"required": []}}:
+        with pytest.raises(SchemaError, match="admits no value"):
+            compile_schema(schema, strict=True)
+        return
+    check(schema, valid, invalid, strict=True)
+    import jsonschema
+
+    for v in valid:
+        assert jsonschema.Draft202012Validator(schema).is_valid(v), v
+    for v in invalid:
+        assert not jsonschema.Draft202012Validator(schema).is_valid(v), v

@@ -9,7 +9,9 @@ Numbers with bounds are generated without exponents: the set of values `{m × 10
 is not a regular language over the texts (`0.000…01e<k>` ties k to the zero count), so no regex
 could accept every exponent form exactly. Every JSON number value has an exponent-free spelling,
 so the accepted set of *values* is still exactly the range; the texts are canonical (no
-exponent, no `-0`). Without bounds the full RFC 8259 syntax is accepted.
+exponent, no `-0`). The exception is bounds at zero only (`minimum: 0`, `exclusiveMaximum: 0`,
+...): there the sign and whether the mantissa is all zeros decide, so every spelling, exponent
+and `-0` included, is accepted exactly. Without bounds the full RFC 8259 syntax is accepted.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from ._ecma_regex import NEVER
 JSON_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+\-]?[0-9]+)?"
 JSON_INTEGER = r"(?:0|-?[1-9][0-9]*)"
 _ANY_FRAC = r"(?:\.[0-9]+)?"
+_EXP = r"(?:[eE][+\-]?[0-9]+)?"
+_ZERO = r"0(?:\.0+)?" + _EXP  # every spelling of zero but its sign
+_POSITIVE = r"(?:[1-9][0-9]*(?:\.[0-9]+)?|0\.[0-9]*[1-9][0-9]*)" + _EXP
 
 
 def _alt(parts: list[str]) -> str | None:
@@ -407,6 +412,18 @@ def _nonneg(a: Decimal, sa: bool, b: Decimal | None, sb: bool) -> str | None:
     return _alt(parts)
 
 
+def _sign_only(no_lo: bool, no_hi: bool, ex_lo: bool, ex_hi: bool) -> str:
+    """Bounds at zero only: any spelling (exponents, `-0`) of an allowed sign."""
+    parts = []
+    if no_lo:
+        parts.append("-" + _POSITIVE)
+    if (no_lo or not ex_lo) and (no_hi or not ex_hi):
+        parts.append("-?" + _ZERO)
+    if no_hi:
+        parts.append(_POSITIVE)
+    return _alt(parts) or NEVER
+
+
 def number_regex(
     *,
     minimum: float | int | None = None,
@@ -425,6 +442,8 @@ def number_regex(
         return NEVER
     if lo is None and hi is None:
         return JSON_NUMBER
+    if (lo is None or lo == 0) and (hi is None or hi == 0):
+        return _sign_only(lo is None, hi is None, exclusive_minimum, exclusive_maximum)
     if (
         lo is not None
         and hi is not None

@@ -117,14 +117,28 @@ class Lowerer:
             else:
                 self.usage.enforce("not", ptr)
                 parts.append(neg)
-        if "if" in s and ("then" in s or "else" in s) and s["if"] is not True:
-            self.usage.validate("if", ptr, "conditional schemas are checked after parsing")
+        if "if" in s and ("then" in s or "else" in s):
+            parts.append(self.conditional(s, ptr))
         node: Node = ANY
         for part in parts:
             node = self.meet(node, part, ptr)
         if is_never(node) and "allOf" in s and not any(is_never(p) for p in parts):
             raise SchemaError("allOf: the intersection of the subschemas is empty", ptr)
         return node
+
+    def conditional(self, s: dict[str, Any], ptr: str) -> Node:
+        """`if`/`then`/`else` as `(if AND then) OR (NOT if AND else)` where `not if` is
+        expressible (boolean and empty conditions included); otherwise left to validation."""
+        where = _pointer.join(ptr, "if")
+        neg = self.negate(s["if"], where)
+        if neg is None:
+            self.usage.validate("if", ptr, "conditional schemas are checked after parsing")
+            return ANY
+        cond = self.lower(s["if"], where)
+        then = self.lower(s["then"], _pointer.join(ptr, "then")) if "then" in s else ANY
+        other = self.lower(s["else"], _pointer.join(ptr, "else")) if "else" in s else ANY
+        self.usage.enforce("if", ptr)
+        return union([self.meet(cond, then, ptr), self.meet(neg, other, ptr)])
 
     def exclusive(self, alts: list[Node]) -> bool:
         return all(
@@ -389,6 +403,10 @@ class Lowerer:
             raise SchemaError("a schema must be an object or a boolean", ptr)
         kw.check(sub, ptr)
         keys = {k for k in sub if k in kw.CONSTRAINING}
+        if not keys:  # annotations only: every value matches, so none matches the negation
+            return NEVER
+        if keys == {"not"}:
+            return self.lower(sub["not"], _pointer.join(ptr, "not"))
         if keys == {"$ref"}:
             target = self.index.resolve(sub["$ref"], ptr)
             if self.depth > MAX_DEPTH:
@@ -428,10 +446,31 @@ class Lowerer:
             if len(bools) == 1:
                 return None
             return Typed(None not in values, not bools, Num(), Str(excluded=strings), Obj(), Arr())
-        if keys == {"required"} and len(sub["required"]) == 1:
-            name = sub["required"][0]
-            return Typed(True, True, Num(), Str(), Obj(props=((name, NEVER),)), Arr())
+        if keys == {"required"} and isinstance(sub["required"], list):
+            # objects missing any one of the names (`required` holds for every non-object,
+            # so no non-object is in its negation; none listed: nothing is)
+            return union(
+                [Typed(obj=Obj(props=((name, NEVER),))) for name in dict.fromkeys(sub["required"])]
+            )
+        if keys == {"allOf"} or (len(keys) > 1 and keys <= _CONJUNCTS):
+            # De Morgan: a schema is the conjunction of its subschemas (and of these
+            # independent keywords), so its negation is the union of theirs
+            pieces = (
+                [(a, _pointer.join(ptr, "allOf", i)) for i, a in enumerate(sub["allOf"])]
+                if keys == {"allOf"}
+                else [({k: sub[k]}, ptr) for k in sorted(keys)]
+            )
+            negs = [self.negate(piece, where) for piece, where in pieces]
+            if any(n is None for n in negs):
+                return None
+            return union([n for n in negs if n is not None])
         return None
+
+
+# Keywords that assert independently of one another: a schema holding only these is their
+# conjunction (unlike `properties` with `additionalProperties`, or `$ref` with siblings in
+# older drafts).
+_CONJUNCTS = frozenset({"type", "required", "enum", "const", "anyOf", "allOf", "not"})
 
 
 def _name_ok(names: Str, name: str) -> bool:
