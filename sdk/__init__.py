@@ -19,7 +19,10 @@ from sdk.errors import ConfigError, SDKError
 from sdk.tools import ModelRetry, RunContext, Tool, ToolDefinitionError, tool
 
 if TYPE_CHECKING:
-    from sdk._agent_errors import (
+    from sdk._settings import UsageLimits
+    from sdk.agent import Agent
+    from sdk.backends.openai import OpenAIChatModel, RemoteModelError, RemoteTimeoutError
+    from sdk.errors import (
         AgentRunError,
         RetriesExhausted,
         StepLimitExceeded,
@@ -29,9 +32,6 @@ if TYPE_CHECKING:
         UnexpectedModelBehavior,
         UsageLimitExceeded,
     )
-    from sdk._settings import UsageLimits
-    from sdk.agent import Agent
-    from sdk.backends.openai import OpenAIChatModel, RemoteModelError, RemoteTimeoutError
     from sdk.messages import Message
     from sdk.result import RunResult, ToolCall, Usage
 
@@ -75,14 +75,14 @@ _LAZY = {
     "ToolCall": "sdk.result",
     "Usage": "sdk.result",
     "Message": "sdk.messages",
-    "AgentRunError": "sdk._agent_errors",
-    "RetriesExhausted": "sdk._agent_errors",
-    "StepLimitExceeded": "sdk._agent_errors",
-    "ToolExecutionError": "sdk._agent_errors",
-    "ToolNotOffered": "sdk._agent_errors",
-    "TruncationError": "sdk._agent_errors",
-    "UnexpectedModelBehavior": "sdk._agent_errors",
-    "UsageLimitExceeded": "sdk._agent_errors",
+    "AgentRunError": "sdk.errors",
+    "RetriesExhausted": "sdk.errors",
+    "StepLimitExceeded": "sdk.errors",
+    "ToolExecutionError": "sdk.errors",
+    "ToolNotOffered": "sdk.errors",
+    "TruncationError": "sdk.errors",
+    "UnexpectedModelBehavior": "sdk.errors",
+    "UsageLimitExceeded": "sdk.errors",
     "UsageLimits": "sdk._settings",
 }
 

@@ -20,14 +20,13 @@ from pydantic.errors import PydanticUserError
 from pydantic.fields import FieldInfo
 
 from sdk._docstrings import ParsedDocstring, parse_docstring
+from sdk.errors import ToolDefinitionError
 
 _BASEMODEL_NAMES = frozenset(dir(BaseModel))
 
 
 def definition_error(function: str, parameter: str | None, reason: str) -> Exception:
-    """Build a `ToolDefinitionError`; imported late because `sdk.tools` imports this module."""
-    from sdk.tools import ToolDefinitionError
-
+    """A `ToolDefinitionError` naming the function (and the parameter, where there is one)."""
     where = f"{function}: parameter {parameter!r}: " if parameter else f"{function}: "
     return ToolDefinitionError(where + reason, function=function, parameter=parameter)
 

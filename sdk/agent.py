@@ -33,17 +33,6 @@ import pydantic_core
 from pydantic import TypeAdapter, ValidationError
 
 from sdk import tracing
-from sdk._agent_errors import (
-    AgentRunError,
-    FailedAttempt,
-    RetriesExhausted,
-    StepLimitExceeded,
-    ToolExecutionError,
-    ToolNotOffered,
-    TruncationError,
-    UnexpectedModelBehavior,
-    UsageLimitExceeded,
-)
 from sdk._settings import (
     UsageLimits,
     check_int,
@@ -73,7 +62,18 @@ from sdk.decoding.generate import (
     generate_turn,
 )
 from sdk.decoding.turn_grammar import TurnGrammar, build_turn_grammar, format_style
-from sdk.errors import ConfigError
+from sdk.errors import (
+    AgentRunError,
+    ConfigError,
+    FailedAttempt,
+    RetriesExhausted,
+    StepLimitExceeded,
+    ToolExecutionError,
+    ToolNotOffered,
+    TruncationError,
+    UnexpectedModelBehavior,
+    UsageLimitExceeded,
+)
 from sdk.events import (
     CallValidated,
     FinalResult,
@@ -685,9 +685,11 @@ class Agent(Generic[OutputT]):
             # begin_turn inside: a backend's own failure (a scripted model running out of
             # replies) keeps the transcript too.
             session = backend.begin_turn(request)
+            tail = index.decode_bytes(list(session.prompt_ids)[-8:]).decode("utf-8", "replace")
+            start = self._reasoning_start(request.fmt)
+            opened = bool(start) and tail.rstrip().endswith(start)
             if stream is not None:
-                tail = index.decode_bytes(list(session.prompt_ids)[-8:])
-                stream.scanner.prompt_ends_with(tail.decode("utf-8", "replace"))
+                stream.scanner.prompt_ends_with(tail)
             out = generate_turn(
                 session,
                 matcher,
@@ -704,6 +706,7 @@ class Agent(Generic[OutputT]):
             if exc.raw_output is None:  # failed before any output: the last turn's
                 exc.raw_output = run.last_raw
             raise
+        out.reasoning_opened = opened
         if stream is not None:
             stream.finish()
         return self._account(run, out, grammar), grammar
@@ -780,11 +783,11 @@ class Agent(Generic[OutputT]):
             return list(out.calls)
         if not grammar.tool_names:
             return []
-        return self._parse_calls(out.text)
+        return self._parse_calls(out.text, out.reasoning_opened)
 
-    def _parse_calls(self, text: str) -> list[ParsedCall]:
+    def _parse_calls(self, text: str, opened: bool = False) -> list[ParsedCall]:
         fmt = self.resolved_format()
-        calls = fmt.parse(text)
+        calls = fmt.parse(self._reasoning_start(fmt) + text if opened else text)
         resolve = getattr(fmt, "resolve_arguments", None)
         if resolve is not None:
             for i, call in enumerate(calls):
@@ -1055,12 +1058,21 @@ class Agent(Generic[OutputT]):
             "gen_ai.request.seed": run.sampling.seed,
         }
 
+    @staticmethod
+    def _reasoning_start(fmt: Any) -> str:
+        marks = getattr(fmt, "reasoning", None)
+        return str(marks[0]) if marks else ""
+
     def _split_reasoning(self, out: TurnOutput) -> tuple[str, str]:
-        """`(reasoning, answer)` of a final turn (reasoning "" for formats without it)."""
-        split = getattr(self.resolved_format(), "split_reasoning", None)
+        """`(reasoning, answer)` of a final turn (reasoning "" for formats without it); a span
+        the prompt opened counts from the turn's first character."""
+        fmt = self.resolved_format()
+        split = getattr(fmt, "split_reasoning", None)
         if split is None:
             return "", out.text
-        thought, answer = split(out.text)
+        start = self._reasoning_start(fmt) if out.reasoning_opened else ""
+        thought, answer = split(start + out.text)
+        thought = thought[len(start) :]
         return thought, answer.lstrip() if thought else answer
 
     def _answer(self, out: TurnOutput) -> str:

@@ -31,7 +31,7 @@ from sdk._reflect import (
     reflect,
     schema_parameter,
 )
-from sdk.errors import SDKError
+from sdk.errors import ToolDefinitionError
 
 __all__ = [
     "ModelRetry",
@@ -49,20 +49,6 @@ DepsT = TypeVar("DepsT")
 
 TOOL_NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 """Tool names as the OpenAI-style function-calling format allows them (matched in full)."""
-
-
-class ToolDefinitionError(SDKError, TypeError):
-    """A function or model cannot become a tool; raised when the tool is defined.
-
-    `function` and `parameter` name the culprit (the message names them too).
-    """
-
-    def __init__(
-        self, message: str, *, function: str | None = None, parameter: str | None = None
-    ) -> None:
-        self.function = function
-        self.parameter = parameter
-        super().__init__(message)
 
 
 class ModelRetry(Exception):

@@ -60,10 +60,10 @@ class FakeAdapter:
 
 def test_run_schema_classifies_outcomes() -> None:
     tests = [
-        (True, [1, 2, 3]),   # valid, accepted
-        (False, [1, 3]),     # invalid, rejected at token 1
-        (False, [1, 2]),     # invalid, not accepting at the end
-        (True, [1, 2]),      # "valid" but incomplete: a validation error
+        (True, [1, 2, 3]),  # valid, accepted
+        (False, [1, 3]),  # invalid, rejected at token 1
+        (False, [1, 2]),  # invalid, not accepting at the end
+        (True, [1, 2]),  # "valid" but incomplete: a validation error
         (False, [1, 2, 3]),  # "invalid" but accepted: an invalidation error
     ]
     res, tbm = run_schema(FakeAdapter(), "ok", tests, timeout_s=10)
@@ -86,10 +86,18 @@ def test_run_schema_compile_error_crash_and_timeout() -> None:
 
 
 def test_stats_summary_and_ratios() -> None:
-    base = {"status": "pass", "validation_errors": 0, "invalidation_errors": 0,
-            "exc_type": None, "n_tests": 1, "wall_s": 0.1}
-    results = [{**base, "ttfm_ms": 2.0}, {**base, "status": "crash", "exc_type": "KeyError",
-                                          "ttfm_ms": None}]
+    base = {
+        "status": "pass",
+        "validation_errors": 0,
+        "invalidation_errors": 0,
+        "exc_type": None,
+        "n_tests": 1,
+        "wall_s": 0.1,
+    }
+    results = [
+        {**base, "ttfm_ms": 2.0},
+        {**base, "status": "crash", "exc_type": "KeyError", "ttfm_ms": None},
+    ]
     s = _stats.summarize_engine(results, [np.array([1.0, 3.0])], 100.0, 50.0)
     assert s["passing"] == 1 and s["crashes"] == {"count": 1, "types": {"KeyError": 1}}
     assert s["tbm_us"]["p50"] == 2.0 and s["ttfm_ms"]["p50"] == 2.0
@@ -113,17 +121,29 @@ def _write(tmp: Path, name: str, schema: Any, tests: list[tuple[bool, Any]]) -> 
 def test_maskbench_cli_with_llguidance(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("llguidance")
     _write(tmp_path, "a_int.json", {"type": "integer"}, [(True, 42), (False, "x")])
-    _write(tmp_path, "b_obj.json",
-           {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
-           [(True, {"name": "bo"}), (False, {})])
+    _write(
+        tmp_path,
+        "b_obj.json",
+        {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+        [(True, {"name": "bo"}), (False, {})],
+    )
     # The second test's flag is deliberately wrong: "blue" is not in the enum.
     _write(tmp_path, "c_enum.json", {"enum": ["red", "green"]}, [(True, "red"), (True, "blue")])
     details = tmp_path / "details.jsonl"
-    bench_main(["maskbench", str(tmp_path), "--engines", "llguidance", "--quiet",
-                "--json-out", str(details)])
+    bench_main(
+        [
+            "maskbench",
+            str(tmp_path),
+            "--engines",
+            "llguidance",
+            "--quiet",
+            "--json-out",
+            str(details),
+        ]
+    )
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("BENCH_JSON ")]
     assert len(lines) == 1
-    report = json.loads(lines[0][len("BENCH_JSON "):])
+    report = json.loads(lines[0][len("BENCH_JSON ") :])
     e = report["engines"]["llguidance"]
     assert report["files"] == 3 and e["available"]
     assert (e["schemas"], e["passing"], e["compile_errors"]) == (3, 2, 0)
@@ -145,12 +165,29 @@ def test_e2e_summary_ratios_and_table() -> None:
     from sdk.bench.e2e import Row, format_table, summarize
 
     rows = [
-        Row("ours", "q1", seconds=1.0, tokens=40, forward_passes=8, forced_tokens=30,
-            mask_s=0.05, parsed=True, valid=True),
+        Row(
+            "ours",
+            "q1",
+            seconds=1.0,
+            tokens=40,
+            forward_passes=8,
+            forced_tokens=30,
+            mask_s=0.05,
+            parsed=True,
+            valid=True,
+        ),
         Row("ours-no-ff", "q1", seconds=4.0, tokens=40, forward_passes=41),
         Row("unconstrained", "q1", seconds=8.0, tokens=80, forward_passes=80),
-        Row("ours", "q2", seconds=3.0, tokens=20, forward_passes=6, forced_tokens=10,
-            parsed=True, valid=False),
+        Row(
+            "ours",
+            "q2",
+            seconds=3.0,
+            tokens=20,
+            forward_passes=6,
+            forced_tokens=10,
+            parsed=True,
+            valid=False,
+        ),
         Row("ours-no-ff", "q2", seconds=3.5, tokens=20, forward_passes=21),
         Row("unconstrained", "q2", seconds=2.0, tokens=20, forward_passes=20),
     ]
@@ -210,7 +247,13 @@ def test_bfcl_scoring_per_category() -> None:
     par = _bfcl_item("parallel", [{"f": {"a": [1]}}, {"f": {"a": [2]}}])
     o = score(Outcome(), par, [("f", {"a": 2}), ("f", {"a": 1})])
     assert (o.parsed, o.valid, o.count_ok, o.all_correct, o.correct, o.n_calls) == (
-        True, True, True, True, True, 2)
+        True,
+        True,
+        True,
+        True,
+        True,
+        2,
+    )
     o = score(Outcome(), par, [("f", {"a": 2}), ("f", {"a": "1"})])  # a string: invalid
     assert (o.parsed, o.valid, o.count_ok, o.all_correct) == (True, False, True, False)
     o = score(Outcome(), par, [("f", {"a": 2}), ("", None)])  # an undecodable call
@@ -241,11 +284,35 @@ def test_bfcl_summary_and_tables() -> None:
     from sdk.bench.bfcl import Outcome, format_tables, summarize
 
     rows = [
-        Outcome("parallel", "p0", "required", "spaced", parsed=True, valid=True, correct=True,
-                called=True, count_ok=True, all_correct=True, calls_checked=2,
-                calls_noncanonical=1, seconds=1.0, tokens=40),
-        Outcome("parallel", "p1", "required", "spaced", called=True, truncated=True,
-                whitespace_run=True, calls_lost=2, calls_checked=None, seconds=3.0, tokens=192),
+        Outcome(
+            "parallel",
+            "p0",
+            "required",
+            "spaced",
+            parsed=True,
+            valid=True,
+            correct=True,
+            called=True,
+            count_ok=True,
+            all_correct=True,
+            calls_checked=2,
+            calls_noncanonical=1,
+            seconds=1.0,
+            tokens=40,
+        ),
+        Outcome(
+            "parallel",
+            "p1",
+            "required",
+            "spaced",
+            called=True,
+            truncated=True,
+            whitespace_run=True,
+            calls_lost=2,
+            calls_checked=None,
+            seconds=3.0,
+            tokens=192,
+        ),
         Outcome("parallel", "p0", "auto", "spaced", calls_checked=None),
         Outcome("irrelevance", "i0", "auto", "spaced", correct=True, calls_checked=0),
     ]
@@ -272,11 +339,31 @@ def test_bfcl_arguments() -> None:
     assert a.categories == ["multiple", "parallel", "irrelevance"]
     assert a.modes == ["required", "auto", "unconstrained", "xgrammar"]
     assert (a.styles, a.max_tokens, a.auto_call_bias, a.reasoning_tokens) == (
-        ["auto"], 192, None, None)
-    a = parse_args(["--categories", "parallel", "--styles", "compact,spaced",
-                    "--auto-call-bias", "-1.5", "--reasoning-tokens", "32", "--json"])
+        ["auto"],
+        192,
+        None,
+        None,
+    )
+    a = parse_args(
+        [
+            "--categories",
+            "parallel",
+            "--styles",
+            "compact,spaced",
+            "--auto-call-bias",
+            "-1.5",
+            "--reasoning-tokens",
+            "32",
+            "--json",
+        ]
+    )
     assert (a.categories, a.styles, a.auto_call_bias, a.reasoning_tokens, a.json) == (
-        ["parallel"], ["compact", "spaced"], -1.5, 32, True)
+        ["parallel"],
+        ["compact", "spaced"],
+        -1.5,
+        32,
+        True,
+    )
     for bad in (["--categories", "simple"], ["--modes", "ours"], ["--styles", "tight"]):
         with pytest.raises(SystemExit):
             parse_args(bad)
@@ -350,7 +437,9 @@ def test_bfcl_xgrammar_driver_on_a_scripted_model(smollm2_tokenizer: Any) -> Non
     body = call_body_schema(tools)
     turn = driver.run(m, request, driver.compile(body, (", ", ": "), True), 96)
     assert (turn.finish, turn.error) == ("stop", None)
-    assert turn.text == fmt.render_call("f", {"a": 1}) + "\n" + fmt.render_call("f", {"a": 2, "b": 3})
+    assert turn.text == fmt.render_call("f", {"a": 1}) + "\n" + fmt.render_call(
+        "f", {"a": 2, "b": 3}
+    )
     assert turn.forward_passes == len(turn.token_ids) + 1  # no fast-forward
     turn = driver.run(m, request, driver.compile(body, (", ", ": "), False), 96)
     assert (turn.finish, turn.text) == ("stop", fmt.render_call("f", {"a": 1}))
@@ -370,8 +459,12 @@ def test_bfcl_runner_modes_on_a_scripted_model(smollm2_tokenizer: Any) -> None:
     runner = Runner(m, Options(max_tokens=96), xgrammar=True)
     outs = runner.run_item(item, ["required", "unconstrained", "xgrammar"], ["spaced", "auto"])
     assert [(o.mode, o.style) for o in outs] == [
-        ("required", "spaced"), ("unconstrained", "spaced"), ("xgrammar", "spaced"),
-        ("required", "auto"), ("unconstrained", "auto"), ("xgrammar", "auto"),
+        ("required", "spaced"),
+        ("unconstrained", "spaced"),
+        ("xgrammar", "spaced"),
+        ("required", "auto"),
+        ("unconstrained", "auto"),
+        ("xgrammar", "auto"),
     ]
     assert all(o.all_correct and o.n_calls == 2 and o.error is None for o in outs), outs
     # SmolLM2's template has no tool support: auto resolves to spaced, the same prompt.

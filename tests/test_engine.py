@@ -37,9 +37,39 @@ class TinyIndex:
 
 
 MULTI = [
-    '{"', '":', '","', '"}', '"},', "true", "false", "null", "12", "3.", ".5", "e+", "-0",
-    '", "', '": "', "ab", "abc", "bc", '"a', 'a"', "é", "😀", "}]", "],", "[{", " ", "  ",
-    '":"a', "\\u00", "\\n", '\\"', '}"', '{"a":1}',
+    '{"',
+    '":',
+    '","',
+    '"}',
+    '"},',
+    "true",
+    "false",
+    "null",
+    "12",
+    "3.",
+    ".5",
+    "e+",
+    "-0",
+    '", "',
+    '": "',
+    "ab",
+    "abc",
+    "bc",
+    '"a',
+    'a"',
+    "é",
+    "😀",
+    "}]",
+    "],",
+    "[{",
+    " ",
+    "  ",
+    '":"a',
+    "\\u00",
+    "\\n",
+    '\\"',
+    '}"',
+    '{"a":1}',
 ]
 TOKENS = [b""] + [bytes([b]) for b in range(256)] + [t.encode() for t in MULTI]
 TOKENS += ["é".encode()[:1], "😀".encode()[:2], "😀".encode()[2:]]
@@ -95,7 +125,9 @@ def brute_force_mask(m: Matcher) -> np.ndarray:
     return out
 
 
-def random_walk(grammar: CompiledGrammar, rng: random.Random, max_steps: int = 80) -> tuple[bytes, bool]:
+def random_walk(
+    grammar: CompiledGrammar, rng: random.Random, max_steps: int = 80
+) -> tuple[bytes, bool]:
     m = Matcher(grammar, INDEX)
     out = b""
     for _ in range(max_steps):
@@ -187,7 +219,12 @@ def test_eos_only_when_complete_and_rollback_fork() -> None:
 
 def test_overlapping_terminals_keep_both_parses() -> None:
     grammar = CompiledGrammar.from_lark(AMBIGUOUS)
-    for text, ok in [('{"a":12}', True), ('{"a":"b"}', True), ('{"b":12}', False), ('{"b":"c"}', True)]:
+    for text, ok in [
+        ('{"a":12}', True),
+        ('{"a":"b"}', True),
+        ('{"b":12}', False),
+        ('{"b":"c"}', True),
+    ]:
         m = Matcher(grammar, INDEX)
         accepted = all(m.try_advance(TOKENS.index(bytes([b]))) for b in text.encode())
         assert (accepted and m.is_accepting()) == ok, text
@@ -213,13 +250,13 @@ def test_forced_bytes() -> None:
 @pytest.mark.parametrize(
     ("text", "error"),
     [
-        ("start: start \"a\" | \"b\"", "left recursion"),
-        ("start: a\na: b \"x\"\nb: a | \"y\"", "left recursion"),
+        ('start: start "a" | "b"', "left recursion"),
+        ('start: a\na: b "x"\nb: a | "y"', "left recursion"),
         ('start: "a"\n%ignore " "', "%ignore"),
         ("start: missing", "missing"),
         ("start: /a(?<=b)/", "lookbehind|unsupported group"),
         ("start: /(a)\\1/", "backreference"),
-        ("start: a\na: \"x\" a", "empty"),
+        ('start: a\na: "x" a', "empty"),
         ("start: /[/", "unterminated|class|Lark"),
     ],
 )
@@ -410,6 +447,7 @@ def test_one_line_definitions_cache_builds_the_same_grammar_as_lark() -> None:
     from sdk.engine import grammar as g
 
     text = 'start: a b*\na: "x" | NUM\nb.2: "y" a?\nNUM: /[0-9]+/\n'
+
     def shape(gb: GrammarBuilder) -> list[tuple[str, object, object]]:
         built = gb.build()
         rules = [(str(n), p, t) for n, p, t, _ in built.rule_defs]
@@ -464,9 +502,43 @@ def _lark_statement(line: str) -> Any:
 
 
 _LINE_PIECES = [
-    " ", "a", "b_c", "X", "_Y", "Z9", "(", ")", "[", "]", "|", "?", "*", "+", "~", "~2",
-    "~1..3", '"q"', '"q"i', '"\\""', '"\\\\"', '"a"..', '"z"', "/x+/", "/a\\/b/i", "/[^/]/",
-    "//", "#", "->", "{", ":", ".", "..", "?a", "!", "0", "\t",
+    " ",
+    "a",
+    "b_c",
+    "X",
+    "_Y",
+    "Z9",
+    "(",
+    ")",
+    "[",
+    "]",
+    "|",
+    "?",
+    "*",
+    "+",
+    "~",
+    "~2",
+    "~1..3",
+    '"q"',
+    '"q"i',
+    '"\\""',
+    '"\\\\"',
+    '"a"..',
+    '"z"',
+    "/x+/",
+    "/a\\/b/i",
+    "/[^/]/",
+    "//",
+    "#",
+    "->",
+    "{",
+    ":",
+    ".",
+    "..",
+    "?a",
+    "!",
+    "0",
+    "\t",
 ]
 
 

@@ -549,3 +549,27 @@ def test_harmony_text_replies_open_the_final_channel(smollm2_tokenizer: Any) -> 
         Agent(TestModel(["Hello"], tokenizer=tok), tools=[add]).run_sync("hi")
     ok = Agent(TestModel(["<|channel|>final<|message|>Hello"], tokenizer=tok), tools=[add])
     assert ok.run_sync("hi").output == "Hello"
+
+
+@pytest.mark.parametrize("name", ["hermes", "qwen_xml"])
+def test_a_call_holding_the_reasoning_end_marker_is_still_a_call(name: str) -> None:
+    """Only a turn that opens with the start marker reasons: an argument that happens to hold
+    `</think>` neither hides its call (parsed whole) nor the calls around it (streamed)."""
+    fmt = get_format(name).with_reasoning(THINK)
+    calls = [("get_weather", {"city": "</think>", "days": 1})]
+    assert [(c.name, c.arguments) for c in _parse(fmt, fmt.render_calls(calls))] == calls
+    text = _turn_text(fmt, calls, thought="hmm")
+    events: list[StreamEvent] = []
+    streamed = isinstance(fmt, type(HERMES))
+    scanner = TurnScanner(
+        1,
+        fmt.opener,
+        fmt.closer,
+        events.append,
+        parse=None if streamed else lambda t: _parse(fmt, t),
+        reasoning=fmt.reasoning,
+    )
+    for ch in text:
+        scanner.feed(ch)
+    scanner.finish()
+    assert [e.name for e in events if isinstance(e, CallStarted)] == ["get_weather"]

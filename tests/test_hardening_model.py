@@ -24,12 +24,11 @@ import torch
 from pydantic import BaseModel, Field
 
 from sdk import Agent, tool
-from sdk._agent_errors import AgentRunError, ToolExecutionError, TruncationError
 from sdk.decoding import generate as gen
 from sdk.decoding.formats import HERMES
 from sdk.decoding.turn_grammar import build_turn_grammar
 from sdk.engine import CompiledGrammar, Matcher
-from sdk.errors import MatcherError, SDKError
+from sdk.errors import AgentRunError, MatcherError, SDKError, ToolExecutionError, TruncationError
 from sdk.grammar import compile_schema
 from sdk.tools import as_tool
 from tests import _schema_fuzz as fz

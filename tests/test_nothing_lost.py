@@ -12,7 +12,10 @@ import pytest
 from pydantic import AfterValidator, BaseModel, field_validator
 
 from sdk import Agent, tool
-from sdk._agent_errors import (
+from sdk.backends.test import TestModel, ToolCallScript
+from sdk.decoding.formats import ParsedCall
+from sdk.decoding.generate import TurnOutput
+from sdk.errors import (
     AgentRunError,
     RetriesExhausted,
     StepLimitExceeded,
@@ -21,9 +24,6 @@ from sdk._agent_errors import (
     TruncationError,
     UnexpectedModelBehavior,
 )
-from sdk.backends.test import TestModel, ToolCallScript
-from sdk.decoding.formats import ParsedCall
-from sdk.decoding.generate import TurnOutput
 from sdk.result import Usage
 
 

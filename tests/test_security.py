@@ -19,17 +19,17 @@ import pytest
 from pydantic import field_validator
 
 from sdk import Agent, ModelRetry, tool
-from sdk._agent_errors import (
-    RetriesExhausted,
-    ToolExecutionError,
-    ToolNotOffered,
-    UnexpectedModelBehavior,
-)
 from sdk.backends.test import FunctionModel, TestModel, ToolCallScript
 from sdk.decoding.formats import HermesFormat, ParsedCall
 from sdk.decoding.generate import TurnOutput
 from sdk.decoding.turn_grammar import build_turn_grammar
 from sdk.engine import Matcher
+from sdk.errors import (
+    RetriesExhausted,
+    ToolExecutionError,
+    ToolNotOffered,
+    UnexpectedModelBehavior,
+)
 from sdk.result import Usage
 from sdk.tools import as_tool
 

@@ -38,9 +38,9 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from sdk._agent_errors import AgentRunError, UnexpectedModelBehavior
 from sdk.decoding.formats import ParsedCall
 from sdk.decoding.generate import SamplingConfig, TurnOutput, TurnRequest
+from sdk.errors import AgentRunError, UnexpectedModelBehavior
 from sdk.result import Usage
 
 if TYPE_CHECKING:

@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sdk._agent_errors import UnexpectedModelBehavior
 from sdk.backends.transformers import encode_prompt, index_for, render_prompt
 from sdk.decoding._markers import format_index
 from sdk.decoding.generate import TurnRequest
+from sdk.errors import UnexpectedModelBehavior
 
 if TYPE_CHECKING:
     import torch

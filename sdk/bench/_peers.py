@@ -147,7 +147,8 @@ class LLGuidanceAdapter:
     def compile(self, schema: Any) -> Any:
         try:
             grammar = self._ll.LLMatcher.grammar_from_json_schema(
-                json.dumps(schema), defaults=self._opts  # type: ignore[arg-type]
+                json.dumps(schema),
+                defaults=self._opts,  # type: ignore[arg-type]
             )
             matcher = self._ll.LLMatcher(self.tok, grammar, log_level=0)
         except Exception as e:  # peer refusals come in many shapes; all are compile errors
@@ -200,7 +201,9 @@ class XGrammarAdapter:
                     json.dumps(schema), any_whitespace=True, strict_mode=False
                 )
             return self.compiler.compile_json_schema(
-                json.dumps(schema), any_whitespace=False, separators=(", ", ": "),
+                json.dumps(schema),
+                any_whitespace=False,
+                separators=(", ", ": "),
                 strict_mode=False,
             )
         except Exception as e:  # RuntimeError / tvm_ffi errors for unsupported schemas

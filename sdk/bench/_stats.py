@@ -90,7 +90,12 @@ def ratios(engines: dict[str, dict[str, Any]], ours: str = "ours") -> dict[str, 
         if peer == ours or not theirs.get("available"):
             continue
         entry: dict[str, Any] = {}
-        for metric, q in (("tbm_us", "p50"), ("tbm_us", "p99"), ("ttfm_ms", "p50"), ("ttfm_ms", "p99")):
+        for metric, q in (
+            ("tbm_us", "p50"),
+            ("tbm_us", "p99"),
+            ("ttfm_ms", "p50"),
+            ("ttfm_ms", "p99"),
+        ):
             a, b = mine[metric][q], theirs[metric][q]
             key = f"{metric.split('_')[0]}_{q}"
             entry[key] = round(a / b, 3) if a is not None and b else None
@@ -157,7 +162,9 @@ def format_table(engines: dict[str, dict[str, Any]], ratio: dict[str, dict[str, 
     return "\n".join(lines)
 
 
-def plot(path: str, tbm_by_engine: dict[str, np.ndarray], ttfm_by_engine: dict[str, list[float]]) -> None:
+def plot(
+    path: str, tbm_by_engine: dict[str, np.ndarray], ttfm_by_engine: dict[str, list[float]]
+) -> None:
     """TBM (and TTFM) distributions per engine on log axes; matplotlib is imported lazily."""
     import matplotlib
 

@@ -406,8 +406,7 @@ class Runner:
         out.calls_checked, out.calls_noncanonical = len(flags), sum(flags)
 
     def run_sdk(self, item: Item, mode: str, style: str) -> Outcome:
-        from sdk._agent_errors import TruncationError, UnexpectedModelBehavior
-        from sdk.errors import SDKError
+        from sdk.errors import SDKError, TruncationError, UnexpectedModelBehavior
 
         from ._bfcl_peers import OPENER
 

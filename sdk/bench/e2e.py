@@ -267,16 +267,18 @@ def summarize(rows: list[Row], modes: list[str]) -> dict[str, dict[str, Any]]:
                 q[mode].seconds
                 / (q[mode].tokens * q["unconstrained"].seconds / q["unconstrained"].tokens)
                 for q in by_q.values()
-                if mode in q and "unconstrained" in q and q[mode].tokens
+                if mode in q
+                and "unconstrained" in q
+                and q[mode].tokens
                 and q["unconstrained"].tokens
             ]
             if same:
-                s["wall_ratio_vs_unconstrained_same_tokens_p50"] = round(
-                    statistics.median(same), 3
-                )
+                s["wall_ratio_vs_unconstrained_same_tokens_p50"] = round(statistics.median(same), 3)
         out[mode] = s
     if "ours" in out and "ours-no-ff" in out:
-        saved = out["ours-no-ff"]["forward_passes_per_call"] - out["ours"]["forward_passes_per_call"]
+        saved = (
+            out["ours-no-ff"]["forward_passes_per_call"] - out["ours"]["forward_passes_per_call"]
+        )
         out["ours"]["passes_saved_per_call"] = round(saved, 1)
     return out
 
@@ -331,8 +333,12 @@ def plot(path: str, summary: dict[str, dict[str, Any]]) -> None:
         ("forward_passes_per_call", "forward passes per call"),
         ("tokens_per_s", "tokens per second"),
     ]
-    colors = {"ours": "#2b8a3e", "ours-no-ff": "#8ce99a", "unconstrained": "#868e96",
-              "xgrammar": "#1971c2"}
+    colors = {
+        "ours": "#2b8a3e",
+        "ours-no-ff": "#8ce99a",
+        "unconstrained": "#868e96",
+        "xgrammar": "#1971c2",
+    }
     for ax, (key, title) in zip(axes, panels, strict=True):
         vals = [summary[m].get(key, 0) for m in modes]
         ax.bar(modes, vals, color=[colors.get(m, "#999") for m in modes])
@@ -340,8 +346,9 @@ def plot(path: str, summary: dict[str, dict[str, Any]]) -> None:
         ax.tick_params(axis="x", labelrotation=20, labelsize=8)
         for i, v in enumerate(vals):
             ax.text(i, v, f"{v:g}", ha="center", va="bottom", fontsize=8)
-    fig.suptitle("One tool call, SmolLM2-135M on CPU, greedy (python -m sdk.bench e2e)",
-                 fontsize=10)
+    fig.suptitle(
+        "One tool call, SmolLM2-135M on CPU, greedy (python -m sdk.bench e2e)", fontsize=10
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -89,8 +89,12 @@ def _describe(tokenizer: Any, ids: list[int], pos: int) -> dict[str, Any]:
     """Where a replay stopped, in text, so a failure can be read without re-running."""
     prefix = tokenizer.decode(ids[:pos]) if tokenizer is not None else ""
     tok = tokenizer.decode([ids[pos]]) if tokenizer is not None and pos < len(ids) else ""
-    return {"at": pos, "token_id": ids[pos] if pos < len(ids) else None,
-            "token": tok, "prefix": prefix[-60:]}
+    return {
+        "at": pos,
+        "token_id": ids[pos] if pos < len(ids) else None,
+        "token": tok,
+        "prefix": prefix[-60:],
+    }
 
 
 def run_schema(
@@ -106,9 +110,16 @@ def run_schema(
     deadline = start + timeout_s
     tbm: list[float] = []
     res: dict[str, Any] = {
-        "status": "pass", "compile_ms": None, "ttfm_ms": None, "n_tests": len(tests),
-        "n_masks": 0, "validation_errors": 0, "invalidation_errors": 0,
-        "failures": [], "error": None, "exc_type": None,
+        "status": "pass",
+        "compile_ms": None,
+        "ttfm_ms": None,
+        "n_tests": len(tests),
+        "n_masks": 0,
+        "validation_errors": 0,
+        "invalidation_errors": 0,
+        "failures": [],
+        "error": None,
+        "exc_type": None,
     }
 
     def done(status: str | None = None) -> tuple[dict[str, Any], np.ndarray]:
@@ -265,8 +276,9 @@ class _Worker:
             self.conn.close()
         self.proc = self.conn = None
 
-    def run(self, file: str, schema: Any, tests: list[tuple[bool, list[int]]],
-            timeout_s: float) -> dict[str, Any]:
+    def run(
+        self, file: str, schema: Any, tests: list[tuple[bool, list[int]]], timeout_s: float
+    ) -> dict[str, Any]:
         """One schema on this engine, with a hard deadline the worker cannot overrun."""
         if self.conn is None and not self.start():
             self.dead = True
@@ -289,11 +301,17 @@ class _Worker:
             self.stop(kill=True)
             self.restarts += 1
             res: dict[str, Any] = {
-                "status": "crash" if died else "timeout", "compile_ms": None, "ttfm_ms": None,
-                "n_tests": len(tests), "n_masks": 0, "validation_errors": 0,
-                "invalidation_errors": 0, "failures": [],
-                "error": f"worker exited with code {code}" if died else
-                f"hard timeout: no answer in {timeout_s + HARD_GRACE_S:.0f}s",
+                "status": "crash" if died else "timeout",
+                "compile_ms": None,
+                "ttfm_ms": None,
+                "n_tests": len(tests),
+                "n_masks": 0,
+                "validation_errors": 0,
+                "invalidation_errors": 0,
+                "failures": [],
+                "error": f"worker exited with code {code}"
+                if died
+                else f"hard timeout: no answer in {timeout_s + HARD_GRACE_S:.0f}s",
                 "exc_type": "WorkerDied" if died else None,
                 "wall_s": round(time.perf_counter() - begin, 4),
             }
@@ -347,16 +365,25 @@ def build_parser(prog: str = "python -m sdk.bench maskbench") -> argparse.Argume
     )
     p.add_argument("dir", help="directory of MaskBench *.json files")
     p.add_argument("--tokenizer", default="smollm2", help="smollm2 | gemma3 | PATH")
-    p.add_argument("--peers", default=DEFAULT_PEERS,
-                   help="peer engines run next to ours (default: %(default)s)")
-    p.add_argument("--engines", default=None,
-                   help="exact engine list, overrides --peers (ours,llguidance,xgrammar)")
+    p.add_argument(
+        "--peers",
+        default=DEFAULT_PEERS,
+        help="peer engines run next to ours (default: %(default)s)",
+    )
+    p.add_argument(
+        "--engines",
+        default=None,
+        help="exact engine list, overrides --peers (ours,llguidance,xgrammar)",
+    )
     p.add_argument("--limit", type=int, default=None, help="first N files by name")
     p.add_argument("--filter", default=None, help="only files whose name contains SUBSTR")
     p.add_argument("--timeout-s", type=float, default=60.0, help="per-schema wall-clock limit")
-    p.add_argument("--whitespace", default="flexible",
-                   help="'flexible' (any JSON whitespace); other values go to our engine "
-                        "as-is and make peers expect exactly json.dumps separators")
+    p.add_argument(
+        "--whitespace",
+        default="flexible",
+        help="'flexible' (any JSON whitespace); other values go to our engine "
+        "as-is and make peers expect exactly json.dumps separators",
+    )
     p.add_argument("--json-out", default=None, help="write per-schema details (JSON Lines)")
     p.add_argument("--plot", default=None, help="write TBM/TTFM distributions to this PNG")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -437,8 +464,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         _stats.plot(
             args.plot,
             {n: np.concatenate(w.tbm) if w.tbm else np.empty(0) for n, w in workers.items()},
-            {n: [r["ttfm_ms"] for r in w.results if r["ttfm_ms"] is not None]
-             for n, w in workers.items()},
+            {
+                n: [r["ttfm_ms"] for r in w.results if r["ttfm_ms"] is not None]
+                for n, w in workers.items()
+            },
         )
         log(f"maskbench: plot written to {args.plot}")
     print("BENCH_JSON " + json.dumps(report, separators=(",", ":")), flush=True)

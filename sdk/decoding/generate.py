@@ -18,11 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sdk._agent_errors import UnexpectedModelBehavior
 from sdk.decoding._alignment import give_back_extendable
 from sdk.decoding._gate import PROBE, CallGate, GateRun
 from sdk.decoding.formats import HERMES, ParsedCall, ToolCallFormat
-from sdk.errors import MatcherError
+from sdk.errors import MatcherError, UnexpectedModelBehavior
 from sdk.result import Usage
 
 if TYPE_CHECKING:
@@ -134,6 +133,8 @@ class TurnOutput:
     # A call cut off the end of the turn: "repeat" (it repeated an earlier one) or "truncated"
     # (max_tokens ran out inside it; the complete calls before it are the turn).
     dropped: str = ""
+    # The prompt opened the format's reasoning span (R1's `<think>\n`): the text starts in it.
+    reasoning_opened: bool = False
 
 
 def _valid_utf8_prefix(data: bytes) -> str:

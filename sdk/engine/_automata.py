@@ -345,8 +345,7 @@ def determinize(nfa: Nfa, start: int, end: int) -> Dfa:
         if work > limit:
             what = "regular expression" if limit == MAX_SUBSET_WORK else "grammar's regexes"
             raise TooComplexError(
-                f"{what} too complex to determinize ({len(order)} DFA states, "
-                f"{work} subset steps)"
+                f"{what} too complex to determinize ({len(order)} DFA states, {work} subset steps)"
             )
         acc.append(end in cur)
         row = [0] * n_classes
@@ -543,9 +542,7 @@ def product(a: Dfa, b: Dfa, *, negate_b: bool = False, union: bool = False) -> D
     # Only bytes that a or b tell apart matter: run the BFS on one column per class.
     _, class_a = byte_classes(a.trans)
     _, class_b = byte_classes(b.trans)
-    _, reps, class_ab = np.unique(
-        class_a * 256 + class_b, return_index=True, return_inverse=True
-    )
+    _, reps, class_ab = np.unique(class_a * 256 + class_b, return_index=True, return_inverse=True)
     class_ab = class_ab.reshape(-1)
     a_trans = a.trans[:, reps].astype(np.int64)
     b_trans = b.trans[:, reps].astype(np.int64)

@@ -302,7 +302,9 @@ class _Builder:
             e = nfa.state()
             lit = ch[0]
             key = ("lit", str(lit))
-            self.term_edge(nfa, s, e, key, f"__ANON_{next(self.anon)}", lambda: self.literal_ast(lit))
+            self.term_edge(
+                nfa, s, e, key, f"__ANON_{next(self.anon)}", lambda: self.literal_ast(lit)
+            )
             return s, e
         if data == "range":
             e = nfa.state()
@@ -472,7 +474,9 @@ def _determinize_symbols(nfa: _SymNfa, start: int, end: int) -> _SymDfa:
             if d is None:
                 d = len(order)
                 if d >= MAX_RULE_DFA_STATES:
-                    raise TooComplexError(f"a rule's automaton exceeds {MAX_RULE_DFA_STATES} states")
+                    raise TooComplexError(
+                        f"a rule's automaton exceeds {MAX_RULE_DFA_STATES} states"
+                    )
                 ids[key] = d
                 order.append(key)
             row[sym] = d

@@ -50,7 +50,9 @@ def disjoint(a: Node, b: Node, defs: Definitions, depth: int = 0) -> bool:
         return False
     if a.arr is not None and b.arr is not None:
         return False
-    return not (a.obj is not None and b.obj is not None and not _obj_disjoint(a.obj, b.obj, defs, depth))
+    return not (
+        a.obj is not None and b.obj is not None and not _obj_disjoint(a.obj, b.obj, defs, depth)
+    )
 
 
 def _num_disjoint(a: Num, b: Num) -> bool:

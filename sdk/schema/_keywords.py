@@ -164,8 +164,9 @@ def check(schema: dict[str, Any], pointer: str) -> None:
                 raise bad(kw, "an object whose values are schemas")
             for name, x in v.items():
                 if not is_schema(x):
-                    raise SchemaError("a schema must be an object or a boolean",
-                                      _pointer.join(pointer, kw, name))
+                    raise SchemaError(
+                        "a schema must be an object or a boolean", _pointer.join(pointer, kw, name)
+                    )
     if "items" in schema:
         v = schema["items"]
         if not (is_schema(v) or (isinstance(v, list) and all(is_schema(x) for x in v))):

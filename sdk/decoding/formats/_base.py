@@ -213,25 +213,18 @@ class CallFormat:
 
     def split_reasoning(self, text: str) -> tuple[str, str]:
         """`(reasoning, rest)`: the turn's reasoning span (markers included) and what follows.
-        Calls written inside the reasoning are never parsed."""
+        Calls written inside the reasoning are never parsed. A turn reasons only when its text
+        opens with the start marker (a prompt that opened the span itself: prepend the marker,
+        as the agent does)."""
         if self.reasoning is None:
             return "", text
         start, end = self.reasoning
-        head = text.lstrip()
-        if not head.startswith(start) and not self._starts_inside(text):
+        if not text.lstrip().startswith(start):
             return "", text
         at = text.find(end)
         if at < 0:
             return text, ""
         return text[: at + len(end)], text[at + len(end) :]
-
-    def _starts_inside(self, text: str) -> bool:
-        # Templates that open the reasoning in the prompt (DeepSeek-R1's `<think>\n`): the
-        # turn begins inside it, so an end marker with no start before it closes it.
-        assert self.reasoning is not None
-        start, end = self.reasoning
-        at = text.find(end)
-        return at >= 0 and start not in text[:at]
 
     def parse(self, text: str) -> list[ParsedCall]:
         return self.parse_calls(self.split_reasoning(text)[1])
