@@ -99,6 +99,24 @@ def _parse(fmt: CallFormat, text: str) -> list[Any]:
     return calls
 
 
+def _stream(fmt: CallFormat, pieces: list[str]) -> list[StreamEvent]:
+    """The events of a turn's text fed in `pieces`, scanned as the agent scans it."""
+    events: list[StreamEvent] = []
+    streamed = isinstance(fmt, type(HERMES))
+    scanner = TurnScanner(
+        1,
+        fmt.opener,
+        fmt.closer,
+        events.append,
+        parse=None if streamed else lambda t: _parse(fmt, t),
+        reasoning=fmt.reasoning,
+    )
+    for piece in pieces:
+        scanner.feed(piece)
+    scanner.finish()
+    return events
+
+
 def _turn_text(fmt: CallFormat, calls: list[Any], thought: str = "") -> str:
     text = fmt.render_calls(calls)
     if fmt.reasoning:
@@ -176,19 +194,7 @@ def test_a_stream_split_anywhere_gives_the_same_calls(
     fake = fmt.render_calls([("add", {"a": 1, "b": 2.0, "tags": None})])
     text = _turn_text(fmt, calls, thought=f"not {fake} this")
     cuts = sorted(data.draw(st.sets(st.integers(0, len(text)), max_size=8)))
-    events: list[StreamEvent] = []
-    streamed = isinstance(fmt, type(HERMES))
-    scanner = TurnScanner(
-        1,
-        fmt.opener,
-        fmt.closer,
-        events.append,
-        parse=None if streamed else lambda t: _parse(fmt, t),
-        reasoning=fmt.reasoning,
-    )
-    for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True):
-        scanner.feed(text[a:b])
-    scanner.finish()
+    events = _stream(fmt, [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)])
     names = [e.name for e in events if isinstance(e, CallStarted)]
     assert names == [n for n, _ in calls]
     args: dict[int, str] = {}
@@ -558,18 +564,5 @@ def test_a_call_holding_the_reasoning_end_marker_is_still_a_call(name: str) -> N
     fmt = get_format(name).with_reasoning(THINK)
     calls = [("get_weather", {"city": "</think>", "days": 1})]
     assert [(c.name, c.arguments) for c in _parse(fmt, fmt.render_calls(calls))] == calls
-    text = _turn_text(fmt, calls, thought="hmm")
-    events: list[StreamEvent] = []
-    streamed = isinstance(fmt, type(HERMES))
-    scanner = TurnScanner(
-        1,
-        fmt.opener,
-        fmt.closer,
-        events.append,
-        parse=None if streamed else lambda t: _parse(fmt, t),
-        reasoning=fmt.reasoning,
-    )
-    for ch in text:
-        scanner.feed(ch)
-    scanner.finish()
+    events = _stream(fmt, list(_turn_text(fmt, calls, thought="hmm")))  # a character at a time
     assert [e.name for e in events if isinstance(e, CallStarted)] == ["get_weather"]
