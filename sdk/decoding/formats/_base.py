@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
@@ -127,6 +128,18 @@ def call_from_args(name: str, args: Any) -> ParsedCall:
         with contextlib.suppress(ValueError):
             args = json.loads(args)
     return ParsedCall(name, args, json.dumps(args, ensure_ascii=False))
+
+
+def parse_named_calls(head: re.Pattern[str], text: str) -> list[ParsedCall]:
+    """Calls whose `head` match captures the tool name, JSON arguments right after it."""
+    calls: list[ParsedCall] = []
+    for m in head.finditer(text):
+        found = decode_json_at(text, m.end())
+        if found is None:
+            calls.append(ParsedCall(m[1], None, text[m.end() :], "invalid JSON arguments"))
+            continue
+        calls.append(call_from_args(m[1], found[0]))
+    return calls
 
 
 class CallFormat:

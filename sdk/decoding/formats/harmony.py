@@ -21,9 +21,8 @@ from sdk.decoding.call_style import COMPACT, CallStyle
 from sdk.decoding.formats._base import (
     CallFormat,
     ParsedCall,
-    call_from_args,
-    decode_json_at,
     lark_literal,
+    parse_named_calls,
 )
 
 __all__ = ["HARMONY", "HarmonyFormat"]
@@ -63,14 +62,7 @@ class HarmonyFormat(CallFormat):
         return f"{self.opener}{name} <|constrain|>json{_MSG}{self.style.dumps(arguments)}"
 
     def parse_calls(self, text: str) -> list[ParsedCall]:
-        calls: list[ParsedCall] = []
-        for m in self._HEAD.finditer(text):
-            found = decode_json_at(text, m.end())
-            if found is None:
-                calls.append(ParsedCall(m[1], None, text[m.end() :], "invalid JSON arguments"))
-                continue
-            calls.append(call_from_args(m[1], found[0]))
-        return calls
+        return parse_named_calls(self._HEAD, text)
 
     def answer_text(self, text: str) -> str:
         """A final-channel reply without its channel header."""

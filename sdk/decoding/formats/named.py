@@ -11,24 +11,11 @@ from typing import Any
 from sdk.decoding.formats._base import (
     CallFormat,
     ParsedCall,
-    call_from_args,
-    decode_json_at,
     lark_literal,
+    parse_named_calls,
 )
 
 __all__ = ["DEEPSEEK_V3", "MISTRAL_ARGS", "DeepSeekV3Format", "MistralArgsFormat"]
-
-
-def _parse_named(head: re.Pattern[str], text: str) -> list[ParsedCall]:
-    """Calls whose `head` match captures the tool name, JSON arguments right after it."""
-    calls: list[ParsedCall] = []
-    for m in head.finditer(text):
-        found = decode_json_at(text, m.end())
-        if found is None:
-            calls.append(ParsedCall(m[1], None, text[m.end() :], "invalid JSON arguments"))
-            continue
-        calls.append(call_from_args(m[1], found[0]))
-    return calls
 
 
 class MistralArgsFormat(CallFormat):
@@ -56,7 +43,7 @@ class MistralArgsFormat(CallFormat):
         return "".join(self.render_call(n, a) for n, a in calls)
 
     def parse_calls(self, text: str) -> list[ParsedCall]:
-        return _parse_named(self._HEAD, text)
+        return parse_named_calls(self._HEAD, text)
 
 
 _B, _E = "<\uff5ctool\u2581calls\u2581begin\uff5c>", "<\uff5ctool\u2581calls\u2581end\uff5c>"
@@ -96,7 +83,7 @@ class DeepSeekV3Format(CallFormat):
         return _B + "\n".join(one) + _E
 
     def parse_calls(self, text: str) -> list[ParsedCall]:
-        return _parse_named(self._HEAD, text)
+        return parse_named_calls(self._HEAD, text)
 
 
 MISTRAL_ARGS = MistralArgsFormat()
