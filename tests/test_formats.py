@@ -566,3 +566,23 @@ def test_a_call_holding_the_reasoning_end_marker_is_still_a_call(name: str) -> N
     assert [(c.name, c.arguments) for c in _parse(fmt, fmt.render_calls(calls))] == calls
     events = _stream(fmt, list(_turn_text(fmt, calls, thought="hmm")))  # a character at a time
     assert [e.name for e in events if isinstance(e, CallStarted)] == ["get_weather"]
+
+
+def test_an_unknown_call_rendering_falls_back_to_hermes_with_a_warning(
+    smollm2_tokenizer: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    tok = copy.copy(smollm2_tokenizer)
+    tok.chat_template = (
+        "{% for m in messages %}{{ m.role }}: {{ m.content }}"
+        "{% for c in m.tool_calls or [] %}CALL {{ c.function.name }} "
+        "{{ c.function.arguments | tojson }}{% endfor %}\n{% endfor %}"
+        "{% if tools %}{{ tools | tojson }}{% endif %}"
+    )
+    with caplog.at_level("WARNING", logger="sdk.agent"):
+        assert detect_call_format(tok) is HERMES
+    assert "does not recognise" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="sdk.agent"):
+        detect_call_format(_with_template(smollm2_tokenizer, "granite"))
+        detect_call_format(smollm2_tokenizer)  # no calls rendered at all: nothing to say
+    assert "does not recognise" not in caplog.text

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
+import logging
 import os
 import re
 import threading
@@ -164,8 +165,17 @@ def detect_call_format(tokenizer: Any) -> CallFormat:
     from sdk.decoding.formats import HERMES
     from sdk.decoding.formats.registry import format_from_rendering, reasoning_from_template
 
-    found = (format_from_rendering(text) for text in render_probe_call(tokenizer))
-    fmt = next((f for f in found if f is not None), HERMES)
+    renderings = render_probe_call(tokenizer)
+    found = (format_from_rendering(text) for text in renderings)
+    fmt = next((f for f in found if f is not None), None)
+    if fmt is None:
+        fmt = HERMES
+        if renderings:  # the template writes calls, in a way no built-in format reads
+            logging.getLogger("sdk.agent").warning(
+                "the chat template writes tool calls in a format the SDK does not recognise; "
+                "using Hermes <tool_call> tags. Pass Agent(call_format=...) (a name from "
+                "sdk.decoding.formats.FORMATS, or a ToolCallFormat) to choose"
+            )
     source = getattr(tokenizer, "chat_template", None)
     markers = reasoning_from_template(source) if isinstance(source, str) else None
     return fmt.with_reasoning(markers) if markers else fmt
