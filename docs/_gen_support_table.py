@@ -103,6 +103,11 @@ PROBES: list[tuple[str, Any, str]] = [
     ("anyOf", {"anyOf": [S, I]}, ""),
     ("oneOf", {"oneOf": [S, I]}, "disjoint alternatives"),
     ("oneOf", {"oneOf": [{"type": "number"}, I]}, "overlapping alternatives"),
+    (
+        "oneOf",
+        {"oneOf": [{"required": ["a"]}, {"required": ["b"]}]},
+        "overlapping, each alternative's negation expressible (as for `if`)",
+    ),
     ("allOf", {"allOf": [{"type": "integer"}, {"minimum": 0}]}, "intersected"),
     ("not", {"not": {"type": "string"}}, "of a type"),
     ("not", {"type": "string", "not": {"pattern": "^a"}}, "of a pattern"),

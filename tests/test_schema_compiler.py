@@ -393,6 +393,13 @@ def test_reserved_texts_are_checked() -> None:
             [{"a": 1, "b": 2}, 7],
         ),
         ({"not": {"type": "string", "enum": ["x", "y"]}}, ["z", 1, None], ["x", "y"]),
+        # overlapping oneOf: each alternative and not the others
+        (
+            {"oneOf": [{"required": ["a"]}, {"required": ["b"]}]},
+            [{"a": 1}, {"b": 1}],
+            [{"a": 1, "b": 2}, {}, 3],
+        ),
+        ({"oneOf": [{"type": "string"}, {"enum": ["a", "b"]}]}, ["c"], ["a", 1]),
     ],
 )
 def test_conditions_and_negations_are_exact(

@@ -105,11 +105,16 @@ class Lowerer:
         for key in ("anyOf", "oneOf"):
             if key in s:
                 alts = [self.lower(sub, _pointer.join(ptr, key, i)) for i, sub in enumerate(s[key])]
+                exact = None
                 if key == "oneOf" and not self.exclusive(alts):
-                    self.usage.validate("oneOf", ptr, "alternatives may overlap")
+                    exact = self.exactly_one(s[key], alts, ptr)
+                    if exact is None:
+                        self.usage.validate("oneOf", ptr, "alternatives may overlap")
+                    else:
+                        self.usage.enforce(key, ptr)
                 else:
                     self.usage.enforce(key, ptr)
-                parts.append(union(alts))
+                parts.append(union(alts) if exact is None else exact)
         if "not" in s:
             neg = self.negate(s["not"], _pointer.join(ptr, "not"))
             if neg is None:
@@ -139,6 +144,26 @@ class Lowerer:
         other = self.lower(s["else"], _pointer.join(ptr, "else")) if "else" in s else ANY
         self.usage.enforce("if", ptr)
         return union([self.meet(cond, then, ptr), self.meet(neg, other, ptr)])
+
+    def exactly_one(self, subs: list[Any], alts: list[Node], ptr: str) -> Node | None:
+        """Overlapping `oneOf` alternatives made exact: each alternative AND NOT every other,
+        where every alternative's negation is expressible (and there are few of them)."""
+        if len(subs) > _MAX_ONE_OF:
+            return None
+        negs: list[Node] = []
+        for i, sub in enumerate(subs):
+            neg = self.negate(sub, _pointer.join(ptr, "oneOf", i))
+            if neg is None:
+                return None
+            negs.append(neg)
+        pieces: list[Node] = []
+        for i, alt in enumerate(alts):
+            node = alt
+            for j, neg in enumerate(negs):
+                if j != i:
+                    node = self.meet(node, neg, ptr)
+            pieces.append(node)
+        return union(pieces)
 
     def exclusive(self, alts: list[Node]) -> bool:
         return all(
@@ -466,6 +491,8 @@ class Lowerer:
             return union([n for n in negs if n is not None])
         return None
 
+
+_MAX_ONE_OF = 8  # alternatives checked pairwise for an exact oneOf (k^2 intersections)
 
 # Keywords that assert independently of one another: a schema holding only these is their
 # conjunction (unlike `properties` with `additionalProperties`, or `$ref` with siblings in
