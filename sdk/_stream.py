@@ -55,7 +55,9 @@ class TurnScanner:
         self.thinking = reasoning is not None
         self.seen = ""  # the turn's text while deciding whether it reasons
         self.sent_think = 0  # reasoning characters emitted
-        self.opened = False  # the prompt opened the reasoning span (`prompt_ends_with`)
+        # The span is known to be open: the text began with its start marker, or the prompt
+        # opened it (R1's `<think>\n`; the agent sets this).
+        self.opened = False
         self.buf = ""  # text not yet consumed
         self.in_call = False
         self.index = -1  # the current (or last) call
@@ -84,16 +86,17 @@ class TurnScanner:
         """Pass reasoning text through as text; returns what follows the span."""
         assert self.reasoning is not None
         start, end = self.reasoning
+        before = len(self.seen)
         self.seen += text
-        head = self.seen.lstrip()
-        if self.opened:
-            pass  # the prompt opened the span: no start marker to wait for
-        elif len(head) < len(start) and start.startswith(head):
-            return ""  # maybe the start marker: wait
-        elif not head.startswith(start):
-            self.thinking = False
-            return self.seen  # no reasoning: all of it is ordinary text
-        at = self.seen.find(end)
+        if not self.opened:  # does the turn open with the start marker?
+            head = self.seen.lstrip()
+            if len(head) < len(start) and start.startswith(head):
+                return ""  # maybe the start marker: wait
+            if not head.startswith(start):
+                self.thinking = False
+                return self.seen  # no reasoning: all of it is ordinary text
+            self.opened, before = True, 0
+        at = self.seen.find(end, max(before - len(end) + 1, 0))  # only the new text
         if at < 0:
             hold = _opener_prefix_len(self.seen, end)
             cut = len(self.seen) - hold
@@ -106,12 +109,6 @@ class TurnScanner:
         if cut > self.sent_think:
             self.emit(TextDelta(self.step, self.seen[self.sent_think : cut]))
         return self.seen[cut:]
-
-    def prompt_ends_with(self, tail: str) -> None:
-        """A prompt ending with the reasoning's start marker (R1's `<think>\n`) starts the
-        turn inside the span."""
-        if self.reasoning is not None and tail.rstrip().endswith(self.reasoning[0]):
-            self.opened = True
 
     def finish(self) -> None:
         """End of turn: flush held-back text (an unfinished call stays as it is). Joined, the

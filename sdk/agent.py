@@ -689,7 +689,10 @@ class Agent(Generic[OutputT]):
             start = self._reasoning_start(request.fmt)
             opened = bool(start) and tail.rstrip().endswith(start)
             if stream is not None:
-                stream.scanner.prompt_ends_with(tail)
+                stream.scanner.opened = opened
+            gate = self._gate(grammar, request.fmt)
+            if gate is not None and opened:
+                gate = replace(gate, reasoning_opened=True)
             out = generate_turn(
                 session,
                 matcher,
@@ -697,7 +700,7 @@ class Agent(Generic[OutputT]):
                 backend.tokenizer,
                 max_tokens=run.max_tokens,
                 sampling=run.sampling,
-                gate=self._gate(grammar, request.fmt),
+                gate=gate,
                 heal=self.token_healing,
                 on_progress=stream,
             )

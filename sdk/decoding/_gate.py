@@ -94,6 +94,7 @@ class CallGate:
     # or decided; `reasoning_budget` tokens into it, its end marker is forced.
     reasoning: tuple[str, str] | None = None
     reasoning_budget: int | None = None
+    reasoning_opened: bool = False  # the prompt ends inside the span (R1's `<think>\n`)
     # Calls are the whole reply (pythonic lists): the opener counts only before any text.
     at_start_only: bool = False
 
@@ -169,15 +170,11 @@ class GateRun:
         self.think = (marks[0].encode(), marks[1].encode()) if marks else None
         self.thinking = self.think is not None  # until the text shows it does not reason
         self.think_tokens = 0
-        self.opened_in_prompt = False  # the prompt itself opened the span (R1's `<think>\n`)
+        # The span is known to be open: the turn began with its start marker, or the prompt
+        # itself opened it (R1's `<think>\n`).
+        self.think_open = self.thinking and gate.reasoning_opened
         if self.thinking:
             self.boundary = False  # the decision waits for the reasoning's end
-
-    def prompt_ends_with(self, tail: bytes) -> None:
-        """Tell the gate how the prompt ends: a template that opens the reasoning span in its
-        generation prompt (DeepSeek-R1 and its distills) starts the turn inside it."""
-        if self.think is not None and tail.rstrip(_WS).endswith(self.think[0]):
-            self.opened_in_prompt = True
 
     def steer(self, logits: torch.Tensor) -> bytes:
         """At a decision point: the opener, when a call must open now (the caller forces its
@@ -251,21 +248,22 @@ class GateRun:
         forced as tokens)."""
         logits.masked_fill_(~self._opener_mask(logits), float("-inf"))
 
-    def _still_thinking(self, tokens: int) -> bool:
-        """Track the reasoning span; False once the turn is past it (or never opened one)."""
+    def _still_thinking(self, tokens: int, new_from: int) -> bool:
+        """Track the reasoning span; False once the turn is past it (or never opened one).
+        `new_from`: where this step's bytes begin (only they are searched for the end)."""
         assert self.think is not None
         start, end = self.think
-        head = bytes(self.text).lstrip(_WS)
-        if self.opened_in_prompt:
-            head = start + head
-        if not head or start.startswith(head[: len(start)]) and len(head) < len(start):
-            self.think_tokens += tokens
-            return True  # nothing but (a prefix of) the start marker yet
-        if not head.startswith(start):
-            self.thinking = False  # no reasoning this turn
-            self.boundary = self.gate.bias is not None
-            return False
-        at = self.text.find(end)
+        if not self.think_open:  # is the turn opening with the start marker?
+            head = bytes(self.text).lstrip(_WS)
+            if len(head) < len(start) and start.startswith(head):
+                self.think_tokens += tokens
+                return True  # nothing but (a prefix of) the start marker yet
+            if not head.startswith(start):
+                self.thinking = False  # no reasoning this turn
+                self.boundary = self.gate.bias is not None
+                return False
+            self.think_open, new_from = True, 0
+        at = self.text.find(end, max(new_from - len(end) + 1, 0))
         if at < 0:
             self.think_tokens += tokens
             return True
@@ -282,7 +280,7 @@ class GateRun:
         start = len(self.text)
         self.text += data
         self.tokens += tokens
-        if self.thinking and not self._still_thinking(tokens):
+        if self.thinking and not self._still_thinking(tokens, start):
             start = self.since
         elif self.thinking:
             return

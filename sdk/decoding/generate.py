@@ -245,8 +245,6 @@ def generate_turn(
             generator.manual_seed(sampling.seed)
     eos = index.eos_ids
     steer = GateRun(gate, index) if gate is not None and matcher is not None else None
-    if steer is not None:
-        steer.prompt_ends_with(index.decode_bytes(list(session.prompt_ids)[-8:]))
     out: list[int] = []
     feed: list[int] = []
     finish = "length"
