@@ -97,6 +97,24 @@ def _describe(tokenizer: Any, ids: list[int], pos: int) -> dict[str, Any]:
     }
 
 
+def _result(
+    status: str, n_tests: int, *, error: str | None = None, exc_type: str | None = None
+) -> dict[str, Any]:
+    """One schema's result record before any mask was computed."""
+    return {
+        "status": status,
+        "compile_ms": None,
+        "ttfm_ms": None,
+        "n_tests": n_tests,
+        "n_masks": 0,
+        "validation_errors": 0,
+        "invalidation_errors": 0,
+        "failures": [],
+        "error": error,
+        "exc_type": exc_type,
+    }
+
+
 def run_schema(
     adapter: Any,
     schema: Any,
@@ -109,18 +127,7 @@ def run_schema(
     start = clock()
     deadline = start + timeout_s
     tbm: list[float] = []
-    res: dict[str, Any] = {
-        "status": "pass",
-        "compile_ms": None,
-        "ttfm_ms": None,
-        "n_tests": len(tests),
-        "n_masks": 0,
-        "validation_errors": 0,
-        "invalidation_errors": 0,
-        "failures": [],
-        "error": None,
-        "exc_type": None,
-    }
+    res = _result("pass", len(tests))
 
     def done(status: str | None = None) -> tuple[dict[str, Any], np.ndarray]:
         if status is not None:
@@ -300,21 +307,15 @@ class _Worker:
                 self.peak_rss_mb = max(self.peak_rss_mb, _rss_mb(self.proc.pid))
             self.stop(kill=True)
             self.restarts += 1
-            res: dict[str, Any] = {
-                "status": "crash" if died else "timeout",
-                "compile_ms": None,
-                "ttfm_ms": None,
-                "n_tests": len(tests),
-                "n_masks": 0,
-                "validation_errors": 0,
-                "invalidation_errors": 0,
-                "failures": [],
-                "error": f"worker exited with code {code}"
+            res = _result(
+                "crash" if died else "timeout",
+                len(tests),
+                error=f"worker exited with code {code}"
                 if died
                 else f"hard timeout: no answer in {timeout_s + HARD_GRACE_S:.0f}s",
-                "exc_type": "WorkerDied" if died else None,
-                "wall_s": round(time.perf_counter() - begin, 4),
-            }
+                exc_type="WorkerDied" if died else None,
+            )
+            res["wall_s"] = round(time.perf_counter() - begin, 4)
             tbm = np.empty(0, dtype=np.float32)
         else:
             res, tbm = reply
