@@ -9,7 +9,7 @@ Peer libraries are optional: they are imported lazily so the package imports wit
 from __future__ import annotations
 
 import json
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
 import numpy as np
 
@@ -148,7 +148,7 @@ class LLGuidanceAdapter:
         try:
             grammar = self._ll.LLMatcher.grammar_from_json_schema(
                 json.dumps(schema),
-                defaults=self._opts,  # type: ignore[arg-type]
+                defaults=cast(Any, self._opts),  # the peer's TypedDict; absent without [peers]
             )
             matcher = self._ll.LLMatcher(self.tok, grammar, log_level=0)
         except Exception as e:  # peer refusals come in many shapes; all are compile errors
