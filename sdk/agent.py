@@ -42,8 +42,7 @@ from sdk._settings import (
     check_tools_arg,
 )
 from sdk._stream import TokenStream, TurnScanner, emit_whole_turn
-from sdk.decoding._gate import DEFAULT_AUTO_CALL_BIAS, TOOL_TRAINED_CALL_BIAS, CallGate
-from sdk.decoding._markers import format_index
+from sdk.decoding import DEFAULT_AUTO_CALL_BIAS, TOOL_TRAINED_CALL_BIAS, CallGate, open_turn
 from sdk.decoding.call_style import SPACED, CallStyle, as_call_style
 from sdk.decoding.formats import (
     HERMES,
@@ -656,8 +655,6 @@ class Agent(Generic[OutputT]):
             emit_whole_turn(self._scanner(run, grammar, fmt), out.text, out.calls)
 
     def _generate(self, run: _Run, tool_choice: str) -> tuple[TurnOutput, TurnGrammar]:
-        from sdk.engine.matcher import Matcher
-
         model = self.model
         request, grammar = self._request(run, tool_choice)
         if _is_remote(model):
@@ -675,32 +672,24 @@ class Agent(Generic[OutputT]):
             self._stream_whole(run, out, grammar, request.fmt)
             return self._account(run, out, grammar), grammar
         backend = cast(ModelBackend, model)
-        # Formats marked by control tokens match them as text (`[TOOL_CALLS]`).
-        index = format_index(backend.index, backend.tokenizer, request.fmt)
-        matcher = Matcher(grammar.compiled, index) if grammar.compiled else None
         stream = None
-        if run.sink is not None:
-            stream = TokenStream(self._scanner(run, grammar, request.fmt), index.decode_bytes)
         try:
-            # begin_turn inside: a backend's own failure (a scripted model running out of
-            # replies) keeps the transcript too.
-            session = backend.begin_turn(request)
-            tail = index.decode_bytes(list(session.prompt_ids)[-8:]).decode("utf-8", "replace")
-            start = self._reasoning_start(request.fmt)
-            opened = bool(start) and tail.rstrip().endswith(start)
-            if stream is not None:
-                stream.scanner.opened = opened
-            gate = self._gate(grammar, request.fmt)
-            if gate is not None and opened:
-                gate = replace(gate, reasoning_opened=True)
+            # Inside: a backend's own failure (a scripted model running out of replies) keeps
+            # the transcript too.
+            turn = open_turn(backend, request, grammar, self._gate(grammar, request.fmt))
+            if run.sink is not None:
+                stream = TokenStream(
+                    self._scanner(run, grammar, request.fmt), turn.index.decode_bytes
+                )
+                stream.scanner.opened = turn.reasoning_opened
             out = generate_turn(
-                session,
-                matcher,
-                index,
+                turn.session,
+                turn.matcher,
+                turn.index,
                 backend.tokenizer,
                 max_tokens=run.max_tokens,
                 sampling=run.sampling,
-                gate=gate,
+                gate=turn.gate,
                 heal=self.token_healing,
                 on_progress=stream,
             )
@@ -709,7 +698,7 @@ class Agent(Generic[OutputT]):
             if exc.raw_output is None:  # failed before any output: the last turn's
                 exc.raw_output = run.last_raw
             raise
-        out.reasoning_opened = opened
+        out.reasoning_opened = turn.reasoning_opened
         if stream is not None:
             stream.finish()
         return self._account(run, out, grammar), grammar
@@ -835,16 +824,7 @@ class Agent(Generic[OutputT]):
         record = ToolCall(name=call.name, args=None, raw=call.raw, id=call_id, step=step)
         run.tool_calls.append(record)
         _log.debug("call %s: %s(%s)", call_id, call.name, call.raw)
-        feedback: str | None = None
-        if call.error is not None:
-            feedback = f"Your tool call could not be parsed: {call.error}"
-        else:
-            try:
-                record.args = tool.validate_args(call.arguments)
-            except ValidationError as exc:
-                feedback = f"Validation feedback:\n{_format_validation_error(exc)}"
-            except Exception as exc:  # noqa: BLE001 - a duck-typed tool's own validator
-                feedback = f"Validation feedback:\n{type(exc).__name__}: {exc}"
+        record.args, feedback = _checked_args(call, tool)
         if record.args is not None and isinstance(tool, Tool) and not tool.runnable:
             raise ToolExecutionError(
                 call.name,
@@ -936,9 +916,7 @@ class Agent(Generic[OutputT]):
                 out, grammar = await self._agenerate(run, tool_choice)
                 tracing.annotate(s, _usage_attributes(out.usage, out.finish_reason))
             self._check_limits(run, calls=0)
-            calls = self._calls(out, grammar)
-            ids = _call_ids(run.messages, len(calls))
-            run.messages.append(_assistant_message(out, calls, ids))
+            calls, ids = self._record_turn(run, out, grammar)
             if calls:
                 for call, call_id in zip(calls, ids, strict=True):
                     attrs = {
@@ -1060,6 +1038,16 @@ class Agent(Generic[OutputT]):
             "gen_ai.request.top_p": run.sampling.top_p,
             "gen_ai.request.seed": run.sampling.seed,
         }
+
+    def _record_turn(
+        self, run: _Run, out: TurnOutput, grammar: TurnGrammar
+    ) -> tuple[list[ParsedCall], list[str]]:
+        """The turn's calls with their ids; the turn joins the transcript (`run` and
+        `plan_sync` alike)."""
+        calls = self._calls(out, grammar)
+        ids = _call_ids(run.messages, len(calls))
+        run.messages.append(_assistant_message(out, calls, ids))
+        return calls, ids
 
     @staticmethod
     def _reasoning_start(fmt: Any) -> str:
@@ -1206,21 +1194,14 @@ class Agent(Generic[OutputT]):
         run = self._new_run(messages, None, _Options(), None)
         self._prepare_turn(run, 1, self._choices[0])
         out, grammar = self._generate(run, self._choices[0])
-        calls = self._calls(out, grammar)
-        ids = _call_ids(run.messages, len(calls))
-        run.messages.append(_assistant_message(out, calls, ids))
+        calls, ids = self._record_turn(run, out, grammar)
         for call, call_id in zip(calls, ids, strict=True):
             record = ToolCall(name=call.name, args=None, raw=call.raw, id=call_id, step=1)
-            tool = self.tools.get(call.name)
-            if call.error is not None:
-                record.error = call.error
-            elif tool is None:
+            tool = run.offered.get(call.name) if call.name in grammar.tool_names else None
+            if tool is None and call.error is None:
                 record.error = f"tool {call.name!r} was not offered"
             else:
-                try:
-                    record.args = tool.validate_args(call.arguments)
-                except ValidationError as exc:
-                    record.error = _format_validation_error(exc)
+                record.args, record.error = _checked_args(call, tool)
             run.tool_calls.append(record)
         return RunResult(
             output=out.text,
@@ -1265,6 +1246,19 @@ def _with_instructions(messages: list[Message], instructions: str | None) -> lis
     text = "\n\n".join(part for part in (base, instructions) if part)
     head = [Message("system", text, metadata={"instructions": instructions})] if text else []
     return head + messages[1 if first is not None else 0 :]
+
+
+def _checked_args(call: ParsedCall, tool: Any) -> tuple[Any, str | None]:
+    """`(validated arguments, None)`, or `(None, the feedback the model gets)`: one check for
+    a run's calls and a plan's."""
+    if call.error is not None:
+        return None, f"Your tool call could not be parsed: {call.error}"
+    try:
+        return tool.validate_args(call.arguments), None
+    except ValidationError as exc:
+        return None, f"Validation feedback:\n{_format_validation_error(exc)}"
+    except Exception as exc:  # noqa: BLE001 - a duck-typed tool's own validator
+        return None, f"Validation feedback:\n{type(exc).__name__}: {exc}"
 
 
 def _call_ids(messages: Sequence[Message], n: int) -> list[str]:

@@ -1,4 +1,4 @@
-"""GBNF export (`sdk.grammar.gbnf`), checked by round trips.
+"""GBNF export (`sdk.engine.gbnf`), checked by round trips.
 
 Each grammar G (Lark) is exported to GBNF, the GBNF is parsed back into Lark by the small
 independent converter below (`gbnf_to_lark`, written from llama.cpp's GBNF syntax), and the
@@ -32,7 +32,7 @@ from sdk.engine.grammar import CompiledGrammar
 from sdk.engine.matcher import Matcher
 from sdk.errors import GrammarError, SDKError, TooComplexError
 from sdk.grammar import compile_schema
-from sdk.grammar.gbnf import lark_to_gbnf, regex_to_gbnf, to_gbnf
+from sdk.engine.gbnf import lark_to_gbnf, regex_to_gbnf, to_gbnf
 from sdk.tools import as_tool, tool
 
 HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None

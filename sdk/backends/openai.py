@@ -6,7 +6,7 @@ turn" changes: instead of masking logits locally, the turn's constraint is sent 
 in the form it understands, chosen by `constraint`:
 
 - `"gbnf"`: the agent's exact turn grammar (free text + Hermes `<tool_call>` blocks, or the
-  typed output) exported to GBNF (`sdk.grammar.gbnf`), in the `grammar` field (llama.cpp;
+  typed output) exported to GBNF (`sdk.engine.gbnf`), in the `grammar` field (llama.cpp;
   `grammar_field="ebnf"` for SGLang, `"structured_outputs.grammar"` for vLLM's xgrammar).
   Tools are described in the system prompt and calls come back as text, parsed exactly like
   local generation.
@@ -309,7 +309,7 @@ class OpenAIChatModel:
 
     def gbnf_for(self, grammar: TurnGrammar) -> str:
         """The turn grammar as GBNF (cached per grammar text)."""
-        from sdk.grammar.gbnf import lark_to_gbnf
+        from sdk.engine.gbnf import lark_to_gbnf
 
         assert grammar.lark is not None
         with self._lock:

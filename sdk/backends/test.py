@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sdk.backends.transformers import encode_prompt, index_for, render_prompt
-from sdk.decoding._markers import format_index
+from sdk.decoding import format_index
 from sdk.decoding.generate import TurnRequest
 from sdk.errors import UnexpectedModelBehavior
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from sdk._memo import per_object
 from sdk.decoding.call_style import CallStyle
-from sdk.decoding.formats._base import CallFormat
+from sdk.decoding.formats import CallFormat
 from sdk.decoding.generate import TurnRequest
 
 if TYPE_CHECKING:

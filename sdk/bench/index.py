@@ -8,7 +8,7 @@ numbers are what a new worker pays:
 - ``build``: `TokenizerIndex.from_hf` with an empty cache directory (reads the vocabulary,
   decodes every token to bytes, writes the cache file);
 - ``load``: the same call again, the file now present (read + validate the fingerprint);
-- ``arrays``: the engine's per-vocabulary arrays (`sdk.engine._vocab.vocab_of`) built from
+- ``arrays``: the engine's per-vocabulary arrays (`TokenizerIndex.warm_up`) built from
   the loaded index, paid once per process on the first mask;
 - ``llguidance``: `llguidance.hf.from_tokenizer` on the same tokenizer, for a ratio.
 
@@ -46,10 +46,8 @@ def _phase(tokenizer: str, phase: str, cache: str) -> dict[str, float]:
     index = TokenizerIndex.from_hf(tok, cache_dir=cache)
     out["s"] = time.perf_counter() - t
     if phase == "load":
-        from sdk.engine import _vocab
-
         t = time.perf_counter()
-        _vocab.vocab_of(index)
+        index.warm_up()
         out["arrays_s"] = time.perf_counter() - t
     out["tokens"] = index.vocab_size
     return out

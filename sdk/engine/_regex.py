@@ -1,76 +1,42 @@
-"""Regex text (the dialect in docs/internals/grammar-dialect.md) → a small AST over code points.
-
-The AST is what `_automata` turns into byte-level DFAs. Character sets are kept as sorted,
-disjoint code-point ranges so that `.` or `[^"]` cost two ranges, not a million characters.
+"""Regex text (the dialect in docs/internals/grammar-dialect.md) → the regex AST of
+`sdk._regex_ast`, which `_automata` turns into byte-level DFAs. Python's syntax and meanings
+(Unicode `\\d \\w \\s`, `.` without `\\n`); Lark terminals are matched whole, so no anchors.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
+from .._regex_ast import (
+    EMPTY,
+    MAX_CODEPOINT,
+    Alt,
+    Chars,
+    Look,
+    Node,
+    Ranges,
+    Repeat,
+    Seq,
+    negate,
+    normalize,
+)
 from ..errors import RegexError
 
-MAX_CODEPOINT = 0x10FFFF
-Ranges = tuple[tuple[int, int], ...]
-
-
-@dataclass(frozen=True)
-class Chars:
-    ranges: Ranges
-
-
-@dataclass(frozen=True)
-class Seq:
-    items: tuple[Node, ...]
-
-
-@dataclass(frozen=True)
-class Alt:
-    items: tuple[Node, ...]
-
-
-@dataclass(frozen=True)
-class Repeat:
-    item: Node
-    min: int
-    max: int | None
-
-
-@dataclass(frozen=True)
-class Look:
-    """`(?=body)` / `(?!body)`: intersects (or subtracts) `body.*` with the rest of its group."""
-
-    body: Node
-    negative: bool
-
-
-Node = Chars | Seq | Alt | Repeat | Look
-
-EMPTY = Seq(())
-
-
-def normalize(ranges: list[tuple[int, int]]) -> Ranges:
-    out: list[tuple[int, int]] = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1] + 1:
-            if hi > out[-1][1]:
-                out[-1] = (out[-1][0], hi)
-        else:
-            out.append((lo, hi))
-    return tuple(out)
-
-
-def negate(ranges: Ranges) -> Ranges:
-    out: list[tuple[int, int]] = []
-    prev = 0
-    for lo, hi in ranges:
-        if lo > prev:
-            out.append((prev, lo - 1))
-        prev = hi + 1
-    if prev <= MAX_CODEPOINT:
-        out.append((prev, MAX_CODEPOINT))
-    return tuple(out)
+__all__ = [
+    "EMPTY",
+    "MAX_CODEPOINT",
+    "Alt",
+    "Chars",
+    "Look",
+    "Node",
+    "Ranges",
+    "Repeat",
+    "Seq",
+    "literal",
+    "negate",
+    "normalize",
+    "parse",
+]
 
 
 def literal(text: str, *, ignore_case: bool = False) -> Node:

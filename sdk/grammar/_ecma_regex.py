@@ -23,59 +23,25 @@ several constraints combine as `"(?=T1)(?=T2)T3`.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
+from .._regex_ast import (
+    ALL,
+    MAX_CODEPOINT,
+    Alt,
+    Anchor,
+    Chars,
+    Look,
+    Node,
+    Ranges,
+    Repeat,
+    Seq,
+    contains,
+    intersect,
+    minus,
+    negate,
+    normalize,
+)
 from ..errors import SchemaError, UnsupportedSchemaError
-
-MAX_CP = 0x10FFFF
-Ranges = tuple[tuple[int, int], ...]
-
-
-# --------------------------------------------------------------------------- character sets
-
-
-def norm(ranges: list[tuple[int, int]] | Ranges) -> Ranges:
-    """Sorted, disjoint, merged ranges."""
-    out: list[tuple[int, int]] = []
-    for lo, hi in sorted(ranges):
-        if lo > hi:
-            continue
-        if out and lo <= out[-1][1] + 1:
-            if hi > out[-1][1]:
-                out[-1] = (out[-1][0], hi)
-        else:
-            out.append((lo, hi))
-    return tuple(out)
-
-
-def negate(r: Ranges) -> Ranges:
-    out: list[tuple[int, int]] = []
-    nxt = 0
-    for lo, hi in r:
-        if lo > nxt:
-            out.append((nxt, lo - 1))
-        nxt = hi + 1
-    if nxt <= MAX_CP:
-        out.append((nxt, MAX_CP))
-    return tuple(out)
-
-
-def minus(a: Ranges, b: Ranges) -> Ranges:
-    return intersect(a, negate(b))
-
-
-def intersect(a: Ranges, b: Ranges) -> Ranges:
-    out = []
-    for lo, hi in a:
-        for lo2, hi2 in b:
-            lo3, hi3 = max(lo, lo2), min(hi, hi2)
-            if lo3 <= hi3:
-                out.append((lo3, hi3))
-    return norm(out)
-
-
-def contains(r: Ranges, cp: int) -> bool:
-    return any(lo <= cp <= hi for lo, hi in r)
 
 
 def rs(*items: str | tuple[int, int] | int) -> Ranges:
@@ -90,11 +56,10 @@ def rs(*items: str | tuple[int, int] | int) -> Ranges:
             out.append((ord(it[0]), ord(it[1])))
         else:
             out.append((ord(it), ord(it)))
-    return norm(out)
+    return normalize(out)
 
 
 SURROGATES: Ranges = ((0xD800, 0xDFFF),)
-ALL: Ranges = ((0, MAX_CP),)
 DIGIT = rs("09")
 WORD = rs("az", "AZ", "09", "_")
 # ECMA WhiteSpace (incl. Zs) + LineTerminator.
@@ -143,10 +108,10 @@ def class_text(r: Ranges) -> str:
         return NEVER
     pos = r
     if contains(r, 0xD7FF) and contains(r, 0xE000):
-        pos = norm(list(r) + list(SURROGATES))
+        pos = normalize(list(r) + list(SURROGATES))
     neg = minus(negate(r), SURROGATES)
     if neg and contains(neg, 0xD7FF) and contains(neg, 0xE000):
-        neg = norm(list(neg) + list(SURROGATES))
+        neg = normalize(list(neg) + list(SURROGATES))
     if len(pos) == 1 and pos[0][0] == pos[0][1]:
         return esc_cp(pos[0][0])
     ptxt = "[" + _class_body(pos) + "]"
@@ -166,13 +131,13 @@ def _hex_class(nibbles: list[int]) -> str:
         cps.append(ord(d))
         if d.isalpha():
             cps.append(ord(d.upper()))
-    return class_text(norm([(c, c) for c in cps]))
+    return class_text(normalize([(c, c) for c in cps]))
 
 
 def encode_set(s: Ranges) -> tuple[str, bool]:
     """Regex for the JSON encodings of any one character of `s` → (text, is_atom)."""
     s = minus(s, SURROGATES)
-    raw = minus(s, norm([(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]))
+    raw = minus(s, normalize([(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]))
     alts = []
     if raw:
         alts.append(class_text(raw))
@@ -223,45 +188,6 @@ def _encode_char(cp: int) -> str:
 
 ANY_UNIT = encode_set(ALL)[0]
 ANY_STAR = ANY_UNIT + "*"
-
-
-# --------------------------------------------------------------------------- AST
-
-
-@dataclass(frozen=True)
-class Chars:
-    ranges: Ranges
-
-
-@dataclass(frozen=True)
-class Seq:
-    items: tuple[Node, ...]
-
-
-@dataclass(frozen=True)
-class Alt:
-    items: tuple[Node, ...]
-
-
-@dataclass(frozen=True)
-class Repeat:
-    item: Node
-    min: int
-    max: int | None
-
-
-@dataclass(frozen=True)
-class Anchor:
-    end: bool  # False: `^`, True: `$`
-
-
-@dataclass(frozen=True)
-class Look:
-    body: Node
-    negative: bool
-
-
-Node = Chars | Seq | Alt | Repeat | Anchor | Look
 
 
 # --------------------------------------------------------------------------- ECMA parser
@@ -459,7 +385,7 @@ class _Parser:
                 out.append((0x2D, 0x2D))
                 continue
             out.extend([(a, a)] if isinstance(a, int) else a)
-        r = norm(out)
+        r = normalize(out)
         return negate(r) if negated else r
 
     def class_atom(self) -> int | Ranges:
@@ -524,7 +450,7 @@ class _Parser:
                 if not digits or any(ch not in "0123456789abcdefABCDEF" for ch in digits):
                     raise self.bad("invalid \\u{...} escape")
                 v = int(digits, 16)
-                if v > MAX_CP:
+                if v > MAX_CODEPOINT:
                     raise self.bad("code point out of range")
                 self.i = end + 1
                 return _char(v)

@@ -8,7 +8,7 @@ classes, grouping, alternation and `? * + {m} {m,} {m,n}` repetition. Our Lark d
 - rules and terminals become GBNF rules (`_` → `-`: GBNF names are letters, digits and `-`);
   `root ::= <start>` is added;
 - string literals stay literals (`"..."i` becomes per-character classes);
-- regex terminals are parsed with the engine's own regex parser (`sdk.engine._regex`) and
+- regex terminals are parsed with the engine's own regex parser (`_regex`) and
   written out node by node: character sets as classes, groups, alternation, repetition;
 - GBNF has no lookahead. A sequence `P (?=A) R` / `P (?!A) R` is exported *exactly*: the
   engine's automaton for "R intersected with (or minus) A.*" is converted from UTF-8 bytes to
@@ -25,19 +25,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sdk._regex_ast import MAX_CODEPOINT
 from sdk.errors import GrammarError, SDKError, TooComplexError
 
 if TYPE_CHECKING:
-    from sdk.engine import _regex as rx
-    from sdk.engine._automata import Dfa
-    from sdk.engine.grammar import CompiledGrammar
+    from . import _regex as rx
+    from ._automata import Dfa
+    from .grammar import CompiledGrammar
 
 __all__ = ["MAX_LOOKAHEAD_STATES", "lark_to_gbnf", "regex_to_gbnf", "to_gbnf"]
 
 MAX_LOOKAHEAD_STATES = 20_000
 """Cap on the states of one exported lookahead automaton (each becomes a GBNF rule)."""
-
-_MAX_CP = 0x10FFFF
 
 
 def to_gbnf(grammar: str | CompiledGrammar | Any, *, start: str = "start") -> str:
@@ -53,7 +52,7 @@ def to_gbnf(grammar: str | CompiledGrammar | Any, *, start: str = "start") -> st
 
 def regex_to_gbnf(pattern: str, *, root: str = "root") -> str:
     """GBNF for one regex of the dialect (fully matched), as a grammar whose entry is `root`."""
-    from sdk.engine import _regex as rx
+    from . import _regex as rx
 
     w = _Writer()
     body = w.node(rx.parse(pattern), root)
@@ -134,8 +133,8 @@ def _char_class(ranges: rx.Ranges) -> str:
     if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
         return _literal(chr(ranges[0][0]))
     negated = False
-    if ranges and ranges[0][0] == 0 and ranges[-1][1] == _MAX_CP and len(ranges) > 1:
-        from sdk.engine import _regex as rx
+    if ranges and ranges[0][0] == 0 and ranges[-1][1] == MAX_CODEPOINT and len(ranges) > 1:
+        from . import _regex as rx
 
         ranges, negated = rx.negate(ranges), True
     parts = []
@@ -300,7 +299,7 @@ class _Writer:
         from lark.lexer import PatternRE, PatternStr
         from lark.load_grammar import _literal_to_pattern
 
-        from sdk.engine import _regex as rx
+        from . import _regex as rx
 
         pat = _literal_to_pattern(tok)
         flags = set(pat.flags)
@@ -319,7 +318,7 @@ class _Writer:
     # ---- regex ASTs
 
     def node(self, node: rx.Node, where: str) -> str:
-        from sdk.engine import _regex as rx
+        from . import _regex as rx
 
         if isinstance(node, rx.Chars):
             if not node.ranges:
@@ -354,7 +353,7 @@ class _Writer:
 
     def lookahead(self, look: rx.Look, rest: rx.Node, where: str) -> str:
         """`(?=A)R` / `(?!A)R` exactly, as right-linear rules over the code-point automaton."""
-        from sdk.engine._automata import look_intersection, minimize
+        from ._automata import look_intersection, minimize
 
         dfa = look_intersection(look, rest)
         if dfa.n_states <= MAX_LOOKAHEAD_STATES:
@@ -396,7 +395,7 @@ class _Writer:
 
 def _codepoint_edges(dfa: Dfa, state: int) -> Iterator[tuple[int, rx.Ranges]]:
     """The transitions of `state` over whole UTF-8 characters: (target, code-point ranges)."""
-    from sdk.engine import _regex as rx
+    from . import _regex as rx
 
     memo: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
     by_target: dict[int, list[tuple[int, int]]] = {}

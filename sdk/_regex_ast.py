@@ -1,0 +1,105 @@
+"""Code-point sets and the regex AST: the common ground of the SDK's two regex dialects.
+
+JSON Schema `pattern`s are ECMA-262 (`sdk.grammar._ecma_regex` parses them and rewrites them
+over the JSON-encoded text); Lark terminals use Python's syntax (`sdk.engine._regex` parses them
+for the automata). The dialects differ in their escapes, classes and anchors, not in what they
+parse into: one tree of `Chars`/`Seq`/`Alt`/`Repeat`/`Look` nodes (ECMA adds `Anchor`), with
+character sets kept as sorted, disjoint code-point ranges so that `.` or `[^"]` cost two
+ranges, not a million characters. One copy of the range algebra serves both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MAX_CODEPOINT = 0x10FFFF
+Ranges = tuple[tuple[int, int], ...]
+ALL: Ranges = ((0, MAX_CODEPOINT),)
+
+
+def normalize(ranges: list[tuple[int, int]] | Ranges) -> Ranges:
+    """Sorted, disjoint, merged ranges (empty ones dropped)."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if lo > hi:
+            continue
+        if out and lo <= out[-1][1] + 1:
+            if hi > out[-1][1]:
+                out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+    return tuple(out)
+
+
+def negate(ranges: Ranges) -> Ranges:
+    """The complement within all code points (of normalized ranges)."""
+    out: list[tuple[int, int]] = []
+    nxt = 0
+    for lo, hi in ranges:
+        if lo > nxt:
+            out.append((nxt, lo - 1))
+        nxt = hi + 1
+    if nxt <= MAX_CODEPOINT:
+        out.append((nxt, MAX_CODEPOINT))
+    return tuple(out)
+
+
+def intersect(a: Ranges, b: Ranges) -> Ranges:
+    out = []
+    for lo, hi in a:
+        for lo2, hi2 in b:
+            lo3, hi3 = max(lo, lo2), min(hi, hi2)
+            if lo3 <= hi3:
+                out.append((lo3, hi3))
+    return normalize(out)
+
+
+def minus(a: Ranges, b: Ranges) -> Ranges:
+    return intersect(a, negate(b))
+
+
+def contains(ranges: Ranges, cp: int) -> bool:
+    return any(lo <= cp <= hi for lo, hi in ranges)
+
+
+@dataclass(frozen=True)
+class Chars:
+    ranges: Ranges
+
+
+@dataclass(frozen=True)
+class Seq:
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Alt:
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Repeat:
+    item: Node
+    min: int
+    max: int | None
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """`^` (end=False) or `$` (end=True); only ECMA patterns have them (Lark terminals are
+    always matched whole)."""
+
+    end: bool
+
+
+@dataclass(frozen=True)
+class Look:
+    """`(?=body)` / `(?!body)`: intersects (or subtracts) `body.*` with the rest of its group."""
+
+    body: Node
+    negative: bool
+
+
+Node = Chars | Seq | Alt | Repeat | Anchor | Look
+
+EMPTY = Seq(())
