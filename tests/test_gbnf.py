@@ -28,11 +28,11 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from sdk.decoding.turn_grammar import build_turn_grammar
+from sdk.engine.gbnf import lark_to_gbnf, regex_to_gbnf, to_gbnf
 from sdk.engine.grammar import CompiledGrammar
 from sdk.engine.matcher import Matcher
 from sdk.errors import GrammarError, SDKError, TooComplexError
 from sdk.grammar import compile_schema
-from sdk.engine.gbnf import lark_to_gbnf, regex_to_gbnf, to_gbnf
 from sdk.tools import as_tool, tool
 
 HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None

@@ -18,10 +18,10 @@ import numpy as np
 import torch
 
 from sdk import Agent, tool
+from sdk._cache import BoundedCache
 from sdk.backends.test import TestModel, ToolCallScript
 from sdk.decoding.turn_grammar import build_turn_grammar
-from sdk.engine import CompiledGrammar, Matcher
-from sdk.engine._cache import BoundedCache
+from sdk.engine import CompiledGrammar, Matcher, caches
 from sdk.engine.batch import allocate_token_bitmask, apply_token_bitmask, fill_next_token_bitmask
 from sdk.grammar import compile_schema
 from sdk.tools import as_tool
@@ -147,7 +147,7 @@ def test_bitmask_layout(smollm2_index: Any) -> None:
 
 def test_caches_under_thread_contention() -> None:
     """Turn-grammar cache, regex/AST caches and BoundedCache eviction from many threads."""
-    cache: BoundedCache[int, int] = BoundedCache(budget=64)
+    cache: BoundedCache[int, int] = BoundedCache("test table", cap=64)
     errors: list[BaseException] = []
 
     def hammer(seed: int) -> None:
@@ -161,13 +161,25 @@ def test_caches_under_thread_contention() -> None:
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
+    def owner() -> None:
+        """Tables come and go, and the owner is asked for its totals, all the while."""
+        try:
+            for i in range(2000):
+                BoundedCache(f"short-lived {i % 7}", cap=64).put(i, i, 1)
+                caches.usage()
+                if i % 500 == 0:
+                    caches.clear()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
     threads = [threading.Thread(target=hammer, args=(s,)) for s in range(8)]
+    threads.append(threading.Thread(target=owner))
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert not errors
-    assert cache.nbytes <= cache.budget + 8
+    assert cache.nbytes <= cache.cap + 8
 
     @tool
     def ping(host: str, count: int = 1) -> str:

@@ -15,9 +15,9 @@ from functools import cached_property
 
 import numpy as np
 
+from .._cache import BoundedCache
 from ..errors import TooComplexError
 from . import _regex as rx
-from ._cache import BoundedCache
 
 MAX_NFA_STATES = 400_000
 MAX_DFA_STATES = 100_000
@@ -278,16 +278,16 @@ def _segments(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     return rows[keep], cols[keep], ends[keep], targets[keep]
 
 
-_seq_cache: dict[rx.Ranges, list[list[tuple[int, int]]]] = {}
+_seq_cache: BoundedCache[rx.Ranges, list[list[tuple[int, int]]]] = BoundedCache(
+    "UTF-8 sequences", 8 << 20
+)
 
 
 def _cached_sequences(ranges: rx.Ranges) -> list[list[tuple[int, int]]]:
     seqs = _seq_cache.get(ranges)
     if seqs is None:
         seqs = [seq for lo, hi in ranges for seq in utf8_sequences(lo, hi)]
-        if len(_seq_cache) > 4096:
-            _seq_cache.clear()
-        _seq_cache[ranges] = seqs
+        _seq_cache.put(ranges, seqs, 120 * sum(len(q) + 1 for q in seqs) + 64 * len(ranges))
     return seqs
 
 
@@ -408,7 +408,7 @@ def in_first_seen_order(first: np.ndarray, inverse: np.ndarray) -> tuple[np.ndar
     return first[order], remap[inverse.reshape(-1)]
 
 
-_weights_cache: dict[int, np.ndarray] = {}
+_weights_cache: BoundedCache[int, np.ndarray] = BoundedCache("fingerprint weights", 16 << 20)
 
 
 def _fingerprint_weights(n: int) -> np.ndarray:
@@ -416,7 +416,7 @@ def _fingerprint_weights(n: int) -> np.ndarray:
     w = _weights_cache.get(size)
     if w is None:
         w = np.random.default_rng(0x5D4).integers(1, 2**63, size, dtype=np.uint64) | 1
-        _weights_cache[size] = w
+        _weights_cache.put(size, w, w.nbytes)
     return w[:n]
 
 
@@ -759,7 +759,7 @@ def _compile_direct(node: rx.Node) -> Dfa | None:
     return None
 
 
-_regex_cache: BoundedCache[tuple[str, bool], Dfa] = BoundedCache(64 << 20)
+_regex_cache: BoundedCache[tuple[str, bool], Dfa] = BoundedCache("regex DFAs", 64 << 20)
 
 
 def compile_regex(text: str, *, ignore_case: bool = False) -> Dfa:

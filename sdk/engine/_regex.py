@@ -5,8 +5,7 @@
 
 from __future__ import annotations
 
-import functools
-
+from .._cache import BoundedCache
 from .._regex_ast import (
     EMPTY,
     MAX_CODEPOINT,
@@ -334,9 +333,15 @@ class _Parser:
         return self.char(ord(c))
 
 
-@functools.lru_cache(maxsize=4096)
+_parsed: BoundedCache[tuple[str, bool], Node] = BoundedCache("regex ASTs", 16 << 20)
+
+
 def parse(text: str, *, ignore_case: bool = False) -> Node:
     """Parse regex `text`; raises `RegexError` for syntax outside the dialect.
 
     Memoised (ASTs are immutable): schemas repeat the same formats and key patterns."""
-    return _Parser(text, ignore_case).parse()
+    key = (text, ignore_case)
+    node = _parsed.get(key)
+    if node is None:
+        node = _parsed.put(key, _Parser(text, ignore_case).parse(), 200 * len(text) + 256)
+    return node

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
+from .._cache import BoundedCache
 from ..errors import TooComplexError
 from . import _vocab
-from ._cache import BoundedCache
 from ._vocab import Vocab
 
 if TYPE_CHECKING:
@@ -72,8 +72,12 @@ class Runtime:
         self._completions: dict[tuple[Stack, int], tuple[Config, ...]] = {}
         self._step: dict[tuple[State, int], State] = {}
         self._token_step: dict[tuple[State, int], State] = {}
-        self._config_mask: BoundedCache[Config, np.ndarray] = BoundedCache(MASK_CACHE_BYTES)
-        self._state_mask: BoundedCache[State, np.ndarray] = BoundedCache(MASK_CACHE_BYTES)
+        self._config_mask: BoundedCache[Config, np.ndarray] = BoundedCache(
+            "masks by configuration", MASK_CACHE_BYTES
+        )
+        self._state_mask: BoundedCache[State, np.ndarray] = BoundedCache(
+            "masks by lexer state", MASK_CACHE_BYTES
+        )
         self._accepting: dict[State, bool] = {}
         self.lock = threading.Lock()
         eos = np.zeros(vocab.packed_len * 8, dtype=bool)

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from .._cache import BoundedCache
 from . import _automata as au
 from . import _trie
-from ._cache import BoundedCache
 
 
 @dataclass(frozen=True, eq=False)
@@ -96,12 +96,14 @@ class Walk:
     ranges: np.ndarray | None = None
 
 
-def _per_vocab(registry: weakref.WeakKeyDictionary[Vocab, Any], vocab: Vocab, size: int) -> Any:
+def _per_vocab(
+    registry: weakref.WeakKeyDictionary[Vocab, Any], vocab: Vocab, name: str, size: int
+) -> Any:
     """The byte-bounded cache of `vocab` in `registry` (created on first use; it lives and
     dies with the vocabulary)."""
     cache = registry.get(vocab)
     if cache is None:
-        cache = registry.setdefault(vocab, BoundedCache(size))
+        cache = registry.setdefault(vocab, BoundedCache(name, size))
     return cache
 
 
@@ -120,7 +122,7 @@ def cached_walk(
 ) -> Walk:
     """`walk`, memoised across grammars: row sets are named by the key of the event that
     produced them, so the same boundary crossing is never walked twice."""
-    cache = _per_vocab(_walk_cache, vocab, WALK_CACHE_BYTES)
+    cache = _per_vocab(_walk_cache, vocab, "vocabulary walks", WALK_CACHE_BYTES)
     key = (state_key(dfa, state), col, rows_key)
     got = cache.get(key)
     if got is None:
@@ -221,7 +223,7 @@ _entries_cache: weakref.WeakKeyDictionary[Vocab, BoundedCache[Any, RangeEntries]
 def range_entries(vocab: Vocab, c: int, lo: int, hi: int) -> RangeEntries:
     """The tokens of trie positions lo:hi cut after byte c: in trie order their rests are
     sorted, so a shared prefix is stepped once and a dead one skips its run."""
-    cache = _per_vocab(_entries_cache, vocab, 16 << 20)
+    cache = _per_vocab(_entries_cache, vocab, "trie range entries", 16 << 20)
     key = (c, lo, hi)
     got = cache.get(key)
     if got is None:
@@ -317,7 +319,7 @@ def _rows_starting_with(
 ) -> np.ndarray:
     """`rows` whose byte at `col` is `allowed` (ascending); the rows are bucketed by that byte
     once per row set, so each follow-up terminal costs only its own buckets."""
-    cache = _per_vocab(_bucket_cache, vocab, 32 << 20)
+    cache = _per_vocab(_bucket_cache, vocab, "rows by byte", 32 << 20)
     key = (rows_key, col)
     got = cache.get(key)
     if got is None:

@@ -24,10 +24,10 @@ from lark.grammar import NonTerminal, Terminal
 from lark.lexer import PatternRE, PatternStr
 from lark.load_grammar import GrammarBuilder, _literal_to_pattern, _parse_grammar
 
+from .._cache import BoundedCache
 from ..errors import GrammarError, RegexError, SDKError, TooComplexError
 from . import _automata as au
 from . import _regex as rx
-from ._cache import BoundedCache
 from ._lark_lines import parse_line
 
 Symbol = tuple[str, int]  # ("T", terminal id) | ("R", rule id)
@@ -373,11 +373,11 @@ class _Builder:
             nfa.edges[s].append((("T", tid), e))
 
 
-_ast_cache: BoundedCache[rx.Node, au.Dfa] = BoundedCache(128 << 20)
+_ast_cache: BoundedCache[rx.Node, au.Dfa] = BoundedCache("terminal DFAs", 128 << 20)
 
 #: One definition per line, as the schema compiler writes them (`name: ...`, `NAME.2: ...`).
 _DEFINITION_LINE = re.compile(r"[?!]?[A-Za-z_][A-Za-z_0-9]*(?:\.-?[0-9]+)?\s*:")
-_definition_cache: BoundedCache[str, tuple[Any, ...]] = BoundedCache(64 << 20)
+_definition_cache: BoundedCache[str, tuple[Any, ...]] = BoundedCache("Lark definitions", 64 << 20)
 
 
 def _load_definitions(gb: GrammarBuilder, text: str) -> None:

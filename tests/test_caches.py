@@ -1,0 +1,96 @@
+"""The engine's memo tables (`sdk.engine.caches`): one byte budget over all of them, and masks
+that do not depend on what is cached."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from sdk.engine import caches
+from sdk.engine.grammar import CompiledGrammar
+from sdk.engine.matcher import Matcher
+from sdk.errors import ConfigError
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "pattern": "^[A-Z][a-z]+$", "maxLength": 12},
+        "days": {"type": "integer", "minimum": 1, "maximum": 14},
+        "unit": {"enum": ["celsius", "fahrenheit"]},
+    },
+    "required": ["city", "days"],
+}
+VALUE = json.dumps({"city": "Oslo", "days": 3, "unit": "celsius"}, separators=(",", ":"))
+
+
+@pytest.fixture
+def restore_budget() -> Iterator[None]:
+    before = caches.budget()
+    yield
+    caches.set_budget(before)
+
+
+def _masks(index: Any, schema: dict[str, Any]) -> list[np.ndarray]:
+    """The packed mask before each token of VALUE, and after the last."""
+    m = Matcher(CompiledGrammar.from_schema(schema), index)
+    out = [m.packed_mask().copy()]
+    for tid in index_tokens(index, VALUE):
+        m.advance(tid)
+        out.append(m.packed_mask().copy())
+    return out
+
+
+def index_tokens(index: Any, text: str) -> list[int]:
+    """Greedy longest-match tokenization over the index's own bytes (no tokenizer needed)."""
+    by_bytes = {b: i for i, b in enumerate(index.token_bytes) if b and i not in index.special_ids}
+    data, ids, at = text.encode(), [], 0
+    while at < len(data):
+        for end in range(len(data), at, -1):
+            tid = by_bytes.get(data[at:end])
+            if tid is not None:
+                ids.append(tid)
+                at = end
+                break
+        else:
+            raise AssertionError(f"no token for {data[at:]!r}")
+    return ids
+
+
+def test_tables_are_reported_and_cleared(smollm2_index: Any) -> None:
+    _masks(smollm2_index, SCHEMA)
+    used = caches.usage()
+    assert {"regex DFAs", "masks by lexer state", "vocabulary walks"} <= used.keys()
+    assert sum(b for _, b in used.values()) > 0
+    caches.clear()
+    assert all(n == 0 and b == 0 for n, b in caches.usage().values())
+
+
+def test_the_budget_bounds_all_tables_together(smollm2_index: Any, restore_budget: None) -> None:
+    caches.clear()
+    caches.set_budget(256 << 10)
+    schema = dict(SCHEMA, properties=dict(SCHEMA["properties"], note={"type": "string"}))
+    _masks(smollm2_index, schema)
+    assert sum(b for _, b in caches.usage().values()) <= 256 << 10
+
+
+def test_masks_do_not_depend_on_the_budget(smollm2_index: Any, restore_budget: None) -> None:
+    """Every table emptied at every write (budget 0) gives the same masks as a warm run: a
+    cached value is only ever a shortcut."""
+    caches.clear()
+    warm = _masks(smollm2_index, SCHEMA)
+    caches.set_budget(0)
+    cold = _masks(smollm2_index, SCHEMA)
+    assert len(cold) == len(warm)
+    for a, b in zip(warm, cold, strict=True):
+        assert np.array_equal(a, b)
+    assert sum(b for _, b in caches.usage().values()) == 0
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "1GB"])
+def test_a_bad_budget_is_a_config_error(bad: Any) -> None:
+    with pytest.raises(ConfigError, match="cache budget"):
+        caches.set_budget(bad)
