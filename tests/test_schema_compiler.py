@@ -6,6 +6,7 @@ import json
 import os
 from typing import Any
 
+import jsonschema
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -416,3 +417,59 @@ def test_conditions_and_negations_are_exact(
         assert jsonschema.Draft202012Validator(schema).is_valid(v), v
     for v in invalid:
         assert not jsonschema.Draft202012Validator(schema).is_valid(v), v
+
+
+_MEMBER_VALUES = {"integer": 1, "string": "s", "boolean": True, "null": None}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    types=st.lists(st.sampled_from(sorted(_MEMBER_VALUES)), min_size=2, max_size=4),
+    required=st.sets(st.integers(0, 3)),
+    extra=st.sampled_from([False, True, {"type": "integer"}]),
+    min_props=st.sampled_from([None, 1, 2]),
+    data=st.data(),
+)
+def test_any_member_order_is_exact(
+    types: list[str], required: set[int], extra: Any, min_props: int | None, data: Any
+) -> None:
+    """`member_order="any"`: a member list is accepted in any order exactly when jsonschema
+    says the object is valid (each declared member at most once, the required ones present,
+    extra members anywhere), unless a keyword is reported as validated; the default accepts
+    valid objects in declaration order."""
+    names = [f"p{i}" for i in range(len(types))]
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {n: {"type": t} for n, t in zip(names, types, strict=True)},
+        "required": [names[i] for i in sorted(required) if i < len(names)],
+        "additionalProperties": extra,
+    }
+    if min_props is not None:
+        schema["minProperties"] = min_props
+    compiled = compile_schema(schema, member_order="any")
+    any_order = parser(compiled.lark)
+    declared = parser(compile_schema(schema).lark)
+    pool = [(n, _MEMBER_VALUES[t]) for n, t in zip(names, types, strict=True)]
+    pool += [("x", 7), ("y", "s")]
+    items = data.draw(st.lists(st.sampled_from(pool), max_size=len(pool), unique_by=lambda m: m[0]))
+    items = data.draw(st.permutations(items))
+
+    def text(members: list[tuple[str, Any]]) -> str:
+        return "{" + ",".join(f"{json.dumps(k)}:{json.dumps(v)}" for k, v in members) + "}"
+
+    valid = jsonschema.Draft202012Validator(schema).is_valid(dict(items))
+    if compiled.validated:  # member counting left to validation: only valid => accepted
+        assert not valid or accepts(any_order, text(items)), (schema, items)
+    else:
+        assert accepts(any_order, text(items)) == valid, (schema, items)
+    in_order = [k for k, _ in items if k in names]
+    if valid and in_order == sorted(in_order, key=names.index) and len(in_order) == len(items):
+        assert accepts(declared, text(items)), (schema, items)
+    declared_items = [m for m in items if m[0] in names]
+    if declared_items:  # a declared member twice: never
+        assert not accepts(any_order, text([*items, declared_items[0]])), (schema, items)
+
+
+def test_member_order_is_checked() -> None:
+    with pytest.raises(SchemaError, match="member_order"):
+        compile_schema({"type": "object"}, member_order="sorted")  # type: ignore[arg-type]

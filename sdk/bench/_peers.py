@@ -67,7 +67,9 @@ class OursAdapter:
 
     name = "ours"
 
-    def __init__(self, tokenizer: Any, whitespace: str = "flexible") -> None:
+    def __init__(
+        self, tokenizer: Any, whitespace: str = "flexible", member_order: str = "declared"
+    ) -> None:
         try:
             from sdk.engine import CompiledGrammar, Matcher, TokenizerIndex
             from sdk.errors import SDKError, TokenRejectedError
@@ -78,6 +80,9 @@ class OursAdapter:
         self._sdk_error = SDKError
         self._rejected = TokenRejectedError
         self._whitespace = whitespace
+        self._member_order: Literal["declared", "any"] = (
+            "any" if member_order == "any" else "declared"
+        )
         self.index = TokenizerIndex.from_hf(tokenizer)
         eos = getattr(tokenizer, "eos_token_id", None)
         self.eos_ids = [eos] if isinstance(eos, int) else []
@@ -91,7 +96,9 @@ class OursAdapter:
             whitespace: Literal["compact", "flexible"] = (
                 "compact" if self._whitespace == "compact" else "flexible"
             )
-            return self._grammar_cls.from_schema(schema, whitespace=whitespace, strict=True)
+            return self._grammar_cls.from_schema(
+                schema, whitespace=whitespace, strict=True, member_order=self._member_order
+            )
         except self._sdk_error as e:
             raise CompileFailed(f"{type(e).__name__}: {e}") from e
 
@@ -226,8 +233,11 @@ class XGrammarAdapter:
         return bool(m.is_completed())
 
 
-def make_adapter(name: str, tokenizer: Any, whitespace: str = "flexible") -> Adapter:
-    """Build the adapter for `name`; raises `EngineUnavailable` when it cannot run here."""
+def make_adapter(
+    name: str, tokenizer: Any, whitespace: str = "flexible", member_order: str = "declared"
+) -> Adapter:
+    """Build the adapter for `name`; raises `EngineUnavailable` when it cannot run here.
+    `member_order` is ours alone (the peers' own member order is what it is)."""
     classes: dict[str, Any] = {
         "ours": OursAdapter,
         "llguidance": LLGuidanceAdapter,
@@ -235,5 +245,7 @@ def make_adapter(name: str, tokenizer: Any, whitespace: str = "flexible") -> Ada
     }
     if name not in classes:
         raise EngineUnavailable(f"unknown engine {name!r} (known: {', '.join(ENGINES)})")
+    if name == "ours":
+        return OursAdapter(tokenizer, whitespace, member_order)
     adapter: Adapter = classes[name](tokenizer, whitespace)
     return adapter

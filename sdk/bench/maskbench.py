@@ -195,11 +195,13 @@ def run_schema(
 # --------------------------------------------------------------------------- worker
 
 
-def _worker_main(conn: Connection, engine: str, tok_spec: str, whitespace: str) -> None:
+def _worker_main(
+    conn: Connection, engine: str, tok_spec: str, whitespace: str, member_order: str
+) -> None:
     """Worker loop: set the engine up once, then answer one schema job per message."""
     try:
         tokenizer = load_tokenizer(tok_spec)
-        adapter = make_adapter(engine, tokenizer, whitespace)
+        adapter = make_adapter(engine, tokenizer, whitespace, member_order)
     except EngineUnavailable as e:
         conn.send(("unavailable", str(e)))
         return
@@ -228,6 +230,7 @@ class _Worker:
     engine: str
     tok_spec: str
     whitespace: str
+    member_order: str = "declared"
     proc: BaseProcess | None = None
     conn: Connection | None = None
     unavailable: str | None = None
@@ -243,7 +246,7 @@ class _Worker:
         parent, child = ctx.Pipe()
         proc = ctx.Process(
             target=_worker_main,
-            args=(child, self.engine, self.tok_spec, self.whitespace),
+            args=(child, self.engine, self.tok_spec, self.whitespace, self.member_order),
             daemon=True,
             name=f"maskbench-{self.engine}",
         )
@@ -385,6 +388,13 @@ def build_parser(prog: str = "python -m sdk.bench maskbench") -> argparse.Argume
         help="'flexible' (any JSON whitespace); other values go to our engine "
         "as-is and make peers expect exactly json.dumps separators",
     )
+    p.add_argument(
+        "--member-order",
+        choices=("declared", "any"),
+        default="declared",
+        help="our engine's object members: in declaration order (what generation uses) or "
+        "in any order (compile_schema(member_order='any'))",
+    )
     p.add_argument("--json-out", default=None, help="write per-schema details (JSON Lines)")
     p.add_argument("--plot", default=None, help="write TBM/TTFM distributions to this PNG")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -404,7 +414,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     # Workers inherit the environment; HF's tokenizer threads would only add noise here.
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     tokenizer = load_tokenizer(args.tokenizer)
-    workers = {e: _Worker(e, args.tokenizer, args.whitespace) for e in engines}
+    workers = {e: _Worker(e, args.tokenizer, args.whitespace, args.member_order) for e in engines}
     for w in workers.values():
         if not w.start():
             w.dead = True
@@ -452,6 +462,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "dir": str(args.dir),
         "tokenizer": args.tokenizer,
         "whitespace": args.whitespace,
+        "member_order": args.member_order,
         "files": len(files),
         "limit": args.limit,
         "filter": args.filter,

@@ -102,8 +102,10 @@ class CompiledGrammar:
         strict: bool = False,
         whitespace: Literal["compact", "flexible"] = "compact",
         close_objects: bool = False,
+        member_order: Literal["declared", "any"] = "declared",
     ) -> CompiledGrammar:
-        """JSON Schema → grammar text (`sdk.grammar.compile_schema`) → compiled grammar."""
+        """JSON Schema → grammar text (`sdk.grammar.compile_schema`, whose options these are)
+        → compiled grammar."""
         from ..grammar import compile_schema
 
         sg = compile_schema(
@@ -111,6 +113,7 @@ class CompiledGrammar:
             strict=strict,
             whitespace=whitespace,
             close_objects=close_objects,
+            member_order=member_order,
         )
         g = cls.from_lark(sg.lark)
         g.validated = tuple(sg.validated)

@@ -38,6 +38,9 @@ ALT, SEQ, ATOM = 0, 1, 2
 MAX_REPEAT = 1000  # larger item-count bounds are validated instead of counted
 INLINE_LIMIT = 48  # object layouts bigger than this use one rule per suffix
 MAX_INLINE_OPTIONAL = 3
+# `member_order="any"`: one rule per set of members already written (2^n), so objects with
+# more declared members than this keep declaration order.
+MAX_ANY_ORDER = 8
 _WS = r"[ \t]{0,16}(?:\r?\n[ \t]{0,64})?"
 GEMMA_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 XML_END = "\n</parameter>"
@@ -113,8 +116,10 @@ class Emitter:
         separators: tuple[str, str] = (",", ":"),
         reserved: tuple[str, ...] = (),
         surface: str = "json",
+        member_order: str = "declared",
     ) -> None:
         self.defs = norm.defs
+        self.any_order = member_order == "any"
         # Texts no JSON string may contain raw (see `compile_schema(reserved=...)`): a head
         # lookahead subtracts every string whose encoded text contains one.
         # The unit is looser than JSON's (any escape pair) so that no encoding slips past;
@@ -554,6 +559,8 @@ class Emitter:
         bounded, in which case they all come after the declared ones.
         """
         n = len(members)
+        if self.any_order and 1 < n <= MAX_ANY_ORDER:
+            return self._members_any_order(members, extra, ex_lo, ex_hi, name)
         comma = ("COMMA", ATOM)
         interleave = extra is not None and ex_lo == 0 and ex_hi is None and n > 0
         star: E | None = None
@@ -609,6 +616,71 @@ class Emitter:
         if body is None:
             return None
         return body, may_be_empty
+
+    def _members_any_order(
+        self,
+        members: list[tuple[E, bool]],
+        extra: E | None,
+        ex_lo: int,
+        ex_hi: int | None,
+        name: str,
+    ) -> tuple[E, bool]:
+        """`_members` with the declared members in any order, each at most once: one rule
+        per set of members written so far, which ends only once every required member is in
+        it. Extra members go where `_members` puts them (anywhere when their number is
+        unbounded, else after all the declared ones)."""
+        n = len(members)
+        comma = ("COMMA", ATOM)
+        interleave = extra is not None and ex_lo == 0 and ex_hi is None
+        star: E | None = None
+        if interleave and extra is not None:
+            if extra[1] != ATOM:
+                rule = self.names.rule(f"{name}_extra")
+                self.rules[rule] = extra[0]
+                extra = (rule, ATOM)
+            star = rep(seq([comma, extra]), 0, None)
+        tail = None if interleave or extra is None else rep(seq([comma, extra]), ex_lo, ex_hi)
+        pairs: list[E] = []
+        for i, (m, _) in enumerate(members):
+            if m[1] != ATOM:  # each pair appears in 2^(n-1) rules: named once
+                rule = self.names.rule(f"{name}_member{i}")
+                self.rules[rule] = m[0]
+                m = (rule, ATOM)
+            pairs.append(m)
+        required = sum(1 << i for i, (_, r) in enumerate(members) if r)
+        after: dict[int, E | None] = {}
+
+        def following(seen: int) -> E | None:
+            """What may follow once the members in `seen` (a bit set) are written."""
+            if seen in after:
+                return after[seen]
+            alts = [
+                seq([comma, pairs[i], star, following(seen | 1 << i)])
+                for i in range(n)
+                if not seen >> i & 1
+            ]
+            done = seen & required == required
+            if done and tail is not None:
+                alts.append(tail)
+            body = alt(alts)
+            if body is not None and done and tail is None:
+                body = opt(body)
+            if body is not None and body[1] != ATOM:
+                rule = self.names.rule(f"{name}_seen{seen}")
+                self.rules[rule] = body[0]
+                body = (rule, ATOM)
+            after[seen] = body
+            return body
+
+        alts = [seq([pairs[i], star, following(1 << i)]) for i in range(n)]
+        if interleave and extra is not None:
+            alts.append(seq([extra, star, following(0)]))
+        elif not required and extra is not None and ex_hi != 0:
+            more = rep(seq([comma, extra]), max(ex_lo - 1, 0), None if ex_hi is None else ex_hi - 1)
+            alts.append(seq([extra, more]))
+        body = alt(alts)
+        assert body is not None  # n > 1 members
+        return body, not required and (extra is None or interleave or ex_lo == 0)
 
     def extras(self, o: Obj, name: str) -> E | None:
         """Members beyond the declared ones: patternProperties, then additionalProperties."""

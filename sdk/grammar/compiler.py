@@ -86,6 +86,7 @@ def compile_schema(
     separators: tuple[str, str] | None = None,
     reserved: Sequence[str] = (),
     surface: Literal["json", "python", "xml", "gemma"] = "json",
+    member_order: Literal["declared", "any"] = "declared",
 ) -> SchemaGrammar:
     """Compile a JSON Schema (drafts 04–2020-12, local refs only) to a Lark grammar.
 
@@ -108,6 +109,10 @@ def compile_schema(
     raw text (their `pattern`/`format` then checked by validation), others as JSON.
     `surface="gemma"`: FunctionGemma's syntax, `{key:<escape>text<escape>,n:1}` (bare keys,
     raw strings between `<escape>` markers, `pattern`/`format` checked by validation).
+    `member_order="any"`: an object's declared members in any order (each at most once,
+    the required ones all present) instead of declaration order, exactly, for objects with up
+    to 8 declared members (larger ones keep declaration order). For checking outputs written
+    by others; generation wants the default, the order the model reads in the schema.
     Errors: `SchemaError` (with pointer) for malformed or empty schemas, `TooComplexError`.
     """
     if whitespace not in ("compact", "spaced", "flexible"):
@@ -116,13 +121,15 @@ def compile_schema(
         )
     seps = check_separators(separators or _SEPARATORS[whitespace])
     reserved = tuple(check_reserved(t) for t in reserved)
+    if member_order not in ("declared", "any"):
+        raise SchemaError(f"member_order must be 'declared' or 'any', not {member_order!r}")
     try:
         norm = normalize(schema, strict=strict, close_objects=close_objects)
         if surface not in ("json", "python", "xml", "gemma"):
             raise SchemaError(
                 f"surface must be 'json', 'python', 'xml' or 'gemma', not {surface!r}"
             )
-        text = Emitter(norm, whitespace, seps, reserved, surface).run(norm.root)
+        text = Emitter(norm, whitespace, seps, reserved, surface, member_order).run(norm.root)
     except SDKError:
         raise
     except RecursionError:
