@@ -331,6 +331,26 @@ def test_direct_dfa_construction_matches_subset_construction(
     assert direct.matches(s.encode()) == expected == subset.matches(s.encode()), (pattern, s)
 
 
+@given(text=st.text(max_size=10), ignore_case=st.booleans())
+@settings(max_examples=200, deadline=None)
+def test_literal_chains_are_the_minimal_dfa(text: str, ignore_case: bool) -> None:
+    """Literal terminals (keys, keywords) are built as a chain directly: the very table the
+    general construction (subset construction, then minimisation) gives."""
+    from sdk.engine import _automata as au
+    from sdk.engine import _regex as rx
+
+    try:
+        node = rx.literal(text, ignore_case=ignore_case)
+    except RegexError:
+        return  # case folding of a huge class: not a literal
+    fast = au.compile_node(node)
+    nfa = au.Nfa()
+    start, end = nfa.build(node)
+    slow = au.minimize(au.determinize(nfa, start, end))
+    assert np.array_equal(fast.trans, slow.trans), text
+    assert np.array_equal(fast.accepting, slow.accepting), text
+
+
 @pytest.mark.parametrize(
     "pattern",
     [
