@@ -369,6 +369,35 @@ def test_bfcl_arguments() -> None:
             parse_args(bad)
 
 
+def test_maskbench_member_order_and_a_plot_that_cannot_be_drawn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Members out of declaration order fail by default and pass with `--member-order any`;
+    without matplotlib the run still prints its numbers (BENCH_JSON) and says why no plot."""
+    import sys
+
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+        "required": ["a", "b"],
+        "additionalProperties": False,
+    }
+    _write(tmp_path, "swap.json", schema, [(True, {"b": "x", "a": 1}), (False, {"a": 1})])
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` fails
+    passing = {}
+    for order in ("declared", "any"):
+        plot = tmp_path / f"{order}.png"
+        argv = ["maskbench", str(tmp_path), "--engines", "ours", "--quiet"]
+        bench_main([*argv, "--member-order", order, "--plot", str(plot)])
+        captured = capsys.readouterr()
+        lines = [ln for ln in captured.out.splitlines() if ln.startswith("BENCH_JSON ")]
+        report = json.loads(lines[0][len("BENCH_JSON ") :])
+        assert report["member_order"] == order
+        passing[order] = report["engines"]["ours"]["passing"]
+        assert "matplotlib is not installed" in captured.err and not plot.exists()
+    assert passing == {"declared": 0, "any": 1}
+
+
 def test_bfcl_plot_without_matplotlib(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

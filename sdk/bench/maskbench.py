@@ -472,17 +472,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "ratios": ratio,
     }
     print(_stats.format_table(summary, ratio))
-    if args.plot:
-        _stats.plot(
-            args.plot,
-            {n: np.concatenate(w.tbm) if w.tbm else np.empty(0) for n, w in workers.items()},
-            {
-                n: [r["ttfm_ms"] for r in w.results if r["ttfm_ms"] is not None]
-                for n, w in workers.items()
-            },
-        )
-        log(f"maskbench: plot written to {args.plot}")
+    # The numbers first: a plot that fails (no matplotlib) must not lose a long run's results.
     print("BENCH_JSON " + json.dumps(report, separators=(",", ":")), flush=True)
+    if args.plot:
+        try:
+            _stats.plot(
+                args.plot,
+                {n: np.concatenate(w.tbm) if w.tbm else np.empty(0) for n, w in workers.items()},
+                {
+                    n: [r["ttfm_ms"] for r in w.results if r["ttfm_ms"] is not None]
+                    for n, w in workers.items()
+                },
+            )
+            log(f"maskbench: plot written to {args.plot}")
+        except ImportError:
+            print(
+                f"maskbench: matplotlib is not installed (the `bench` extra); no plot written "
+                f"to {args.plot}",
+                file=sys.stderr,
+            )
     return report
 
 
