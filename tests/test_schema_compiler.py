@@ -470,6 +470,23 @@ def test_any_member_order_is_exact(
         assert not accepts(any_order, text([*items, declared_items[0]])), (schema, items)
 
 
+def test_any_member_order_stays_small_and_falls_back_to_declaration_order() -> None:
+    """One rule per set of members written (each named once, never inlined: inlining
+    repeats a state's text per path, n! of them); past 6 members, declaration order."""
+
+    def schema(n: int, extra: bool) -> dict[str, Any]:
+        props = {
+            f"p{i}": {"type": "object", "properties": {"x": {"type": "integer"}}} for i in range(n)
+        }
+        return {"type": "object", "properties": props, "additionalProperties": extra}
+
+    for extra in (False, True):
+        six = compile_schema(schema(6, extra), member_order="any").lark
+        assert len(six) < 40_000, (extra, len(six))
+        seven = schema(7, extra)
+        assert compile_schema(seven, member_order="any").lark == compile_schema(seven).lark
+
+
 def test_member_order_is_checked() -> None:
     with pytest.raises(SchemaError, match="member_order"):
         compile_schema({"type": "object"}, member_order="sorted")  # type: ignore[arg-type]

@@ -38,9 +38,9 @@ ALT, SEQ, ATOM = 0, 1, 2
 MAX_REPEAT = 1000  # larger item-count bounds are validated instead of counted
 INLINE_LIMIT = 48  # object layouts bigger than this use one rule per suffix
 MAX_INLINE_OPTIONAL = 3
-# `member_order="any"`: one rule per set of members already written (2^n), so objects with
-# more declared members than this keep declaration order.
-MAX_ANY_ORDER = 8
+# `member_order="any"`: one rule per set of members already written (2^n, each with up to n
+# alternatives), so objects with more declared members than this keep declaration order.
+MAX_ANY_ORDER = 6
 _WS = r"[ \t]{0,16}(?:\r?\n[ \t]{0,64})?"
 GEMMA_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 XML_END = "\n</parameter>"
@@ -655,7 +655,7 @@ class Emitter:
             if seen in after:
                 return after[seen]
             alts = [
-                seq([comma, pairs[i], star, following(seen | 1 << i)])
+                seq([comma, pairs[i], following(seen | 1 << i)])
                 for i in range(n)
                 if not seen >> i & 1
             ]
@@ -665,16 +665,18 @@ class Emitter:
             body = alt(alts)
             if body is not None and done and tail is None:
                 body = opt(body)
-            if body is not None and body[1] != ATOM:
+            if star is not None:  # extra members first, wherever the object may go on
+                body = seq([star, body])
+            if body is not None and not re.fullmatch(r"\w+", body[0]):  # shared: a rule
                 rule = self.names.rule(f"{name}_seen{seen}")
                 self.rules[rule] = body[0]
                 body = (rule, ATOM)
             after[seen] = body
             return body
 
-        alts = [seq([pairs[i], star, following(1 << i)]) for i in range(n)]
+        alts = [seq([pairs[i], following(1 << i)]) for i in range(n)]
         if interleave and extra is not None:
-            alts.append(seq([extra, star, following(0)]))
+            alts.append(seq([extra, following(0)]))
         elif not required and extra is not None and ex_hi != 0:
             more = rep(seq([comma, extra]), max(ex_lo - 1, 0), None if ex_hi is None else ex_hi - 1)
             alts.append(seq([extra, more]))

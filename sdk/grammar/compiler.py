@@ -111,7 +111,7 @@ def compile_schema(
     raw strings between `<escape>` markers, `pattern`/`format` checked by validation).
     `member_order="any"`: an object's declared members in any order (each at most once,
     the required ones all present) instead of declaration order, exactly, for objects with up
-    to 8 declared members (larger ones keep declaration order). For checking outputs written
+    to 6 declared members (larger ones keep declaration order). For checking outputs written
     by others; generation wants the default, the order the model reads in the schema.
     Errors: `SchemaError` (with pointer) for malformed or empty schemas, `TooComplexError`.
     """
