@@ -487,6 +487,50 @@ def test_any_member_order_stays_small_and_falls_back_to_declaration_order() -> N
         assert compile_schema(seven, member_order="any").lark == compile_schema(seven).lark
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    n=st.integers(2, 5),
+    required=st.sets(st.integers(0, 4)),
+    deps=st.dictionaries(st.integers(0, 4), st.lists(st.integers(0, 5), max_size=3), max_size=3),
+    extra=st.sampled_from([False, True]),
+    order=st.sampled_from(["declared", "any"]),
+    data=st.data(),
+)
+def test_dependencies_between_members_are_exact(
+    n: int, required: set[int], deps: dict[int, list[int]], extra: bool, order: str, data: Any
+) -> None:
+    """Array-form `dependencies` between declared members are enforced (reported so, never
+    validated): a member list is accepted exactly when jsonschema says the object is valid,
+    in declaration order, and in any order with `member_order="any"`. A dependency naming an
+    undeclared member (`p5`) is validated instead."""
+    names = [f"p{i}" for i in range(n)]
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {name: {"type": "integer"} for name in names},
+        "required": [names[i] for i in sorted(required) if i < n],
+        "dependencies": {f"p{t}": [f"p{x}" for x in need] for t, need in deps.items() if t < n},
+        "additionalProperties": extra,
+    }
+    try:
+        compiled = compile_schema(schema, member_order=order)  # type: ignore[arg-type]
+    except SchemaError:
+        return  # admits no value
+    undeclared = any(x not in names for need in schema["dependencies"].values() for x in need)
+    used = {u.keyword for u in compiled.validated}
+    assert ("dependencies" in used) == (undeclared and extra), (schema, compiled.validated)
+    p = parser(compiled.lark)
+    members = data.draw(st.lists(st.sampled_from([*names, "x"]), unique=True))
+    if order == "declared":
+        members = sorted(members, key=lambda m: names.index(m) if m in names else -1)
+    value = {m: 1 for m in members}
+    text = "{" + ",".join(f'"{m}":1' for m in members) + "}"
+    valid = jsonschema.Draft7Validator(schema).is_valid(value)
+    if not compiled.validated:
+        assert accepts(p, text) == valid, (schema, text)
+    elif valid:
+        assert accepts(p, text), (schema, text)
+
+
 def test_member_order_is_checked() -> None:
     with pytest.raises(SchemaError, match="member_order"):
         compile_schema({"type": "object"}, member_order="sorted")  # type: ignore[arg-type]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import keyword
 import re
-from typing import Any
+from typing import Any, cast
 
 from sdk.errors import SchemaError
 from sdk.schema import NEVER as NEVER_NODE
@@ -41,6 +41,9 @@ MAX_INLINE_OPTIONAL = 3
 # `member_order="any"`: one rule per set of members already written (2^n, each with up to n
 # alternatives), so objects with more declared members than this keep declaration order.
 MAX_ANY_ORDER = 6
+# Dependencies (`a` present ⇒ `b` present) are tracked over at most this many members: the
+# rules of an object multiply by 2 per tracked member.
+MAX_TRACKED = 6
 _WS = r"[ \t]{0,16}(?:\r?\n[ \t]{0,64})?"
 GEMMA_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 XML_END = "\n</parameter>"
@@ -383,6 +386,7 @@ class Emitter:
             else (("LBRACE", ATOM), ("RBRACE", ATOM), ("COLON", ATOM))
         )
         members: list[tuple[E, bool]] = []
+        kept: list[str] = []
         for pname, v in o.props:
             ve = self.expr(v, f"{name}_{pname}")
             if ve is None:
@@ -398,6 +402,7 @@ class Emitter:
             key = (json.dumps(pname), ATOM) if kwargs else self.key(pname, f"{name}_{pname}")
             pair = seq([key, colon, ve])
             members.append((pair, pname in o.required))
+            kept.append(pname)
         extra = self.extras(o, name)
         if kwargs and extra is not None:
             raise SchemaError(
@@ -429,7 +434,14 @@ class Emitter:
                 for k, needed in (("minProperties", need_lo), ("maxProperties", need_hi)):
                     if needed:
                         self.usage.validate(k, o.pointer, "member counting with optional members")
-        inner = self._members(members, extra, ex_lo, ex_hi, name)
+        deps = self._dependencies(o, kept)
+        if deps and not (self.any_order and 1 < len(members) <= MAX_ANY_ORDER):
+            got = self._members_tracked(members, extra, ex_lo, ex_hi, name, deps)
+        else:
+            got = self._members(members, extra, ex_lo, ex_hi, name, deps)
+        if got is _DEAD:
+            return None
+        inner = cast("tuple[E, bool] | None", got)
         if inner is None:
             return seq([lb, rb])
         body, may_be_empty = inner
@@ -551,8 +563,9 @@ class Emitter:
         ex_lo: int,
         ex_hi: int | None,
         name: str,
-    ) -> tuple[E, bool] | None:
-        """The member list between braces, and whether it may be empty.
+        deps: list[tuple[int, tuple[int | None, ...]]] | None = None,
+    ) -> tuple[E, bool] | None | object:
+        """The member list between braces, and whether it may be empty (`_DEAD`: none).
 
         Declared members come in declaration order. Extra members (undeclared names, so the
         layout stays unambiguous) may follow any member, or come first, unless their number is
@@ -560,7 +573,7 @@ class Emitter:
         """
         n = len(members)
         if self.any_order and 1 < n <= MAX_ANY_ORDER:
-            return self._members_any_order(members, extra, ex_lo, ex_hi, name)
+            return self._members_any_order(members, extra, ex_lo, ex_hi, name, deps or [])
         comma = ("COMMA", ATOM)
         interleave = extra is not None and ex_lo == 0 and ex_hi is None and n > 0
         star: E | None = None
@@ -624,7 +637,8 @@ class Emitter:
         ex_lo: int,
         ex_hi: int | None,
         name: str,
-    ) -> tuple[E, bool]:
+        deps: list[tuple[int, tuple[int | None, ...]]],
+    ) -> tuple[E, bool] | None | object:
         """`_members` with the declared members in any order, each at most once: one rule
         per set of members written so far, which ends only once every required member is in
         it. Extra members go where `_members` puts them (anywhere when their number is
@@ -648,21 +662,26 @@ class Emitter:
                 m = (rule, ATOM)
             pairs.append(m)
         required = sum(1 << i for i, (_, r) in enumerate(members) if r)
-        after: dict[int, E | None] = {}
+        after: dict[int, E | None | object] = {}
 
-        def following(seen: int) -> E | None:
-            """What may follow once the members in `seen` (a bit set) are written."""
+        def following(seen: int) -> E | None | object:
+            """What may follow once the members in `seen` (a bit set) are written: None for
+            nothing, `_DEAD` when no continuation makes a valid object."""
             if seen in after:
                 return after[seen]
-            alts = [
-                seq([comma, pairs[i], following(seen | 1 << i)])
-                for i in range(n)
-                if not seen >> i & 1
-            ]
-            done = seen & required == required
+            alts: list[E] = []
+            for i in range(n):
+                if not seen >> i & 1:
+                    nxt = following(seen | 1 << i)
+                    if nxt is not _DEAD:
+                        alts.append(seq([comma, pairs[i], cast(E | None, nxt)]))
+            done = seen & required == required and _deps_met(deps, seen)
             if done and tail is not None:
                 alts.append(tail)
             body = alt(alts)
+            if body is None and not done:
+                after[seen] = _DEAD
+                return _DEAD
             if body is not None and done and tail is None:
                 body = opt(body)
             if star is not None:  # extra members first, wherever the object may go on
@@ -674,15 +693,146 @@ class Emitter:
             after[seen] = body
             return body
 
-        alts = [seq([pairs[i], following(1 << i)]) for i in range(n)]
+        alts: list[E] = []
+        for i in range(n):
+            nxt = following(1 << i)
+            if nxt is not _DEAD:
+                alts.append(seq([pairs[i], cast(E | None, nxt)]))
         if interleave and extra is not None:
-            alts.append(seq([extra, following(0)]))
+            nxt = following(0)
+            if nxt is not _DEAD:
+                alts.append(seq([extra, cast(E | None, nxt)]))
         elif not required and extra is not None and ex_hi != 0:
             more = rep(seq([comma, extra]), max(ex_lo - 1, 0), None if ex_hi is None else ex_hi - 1)
             alts.append(seq([extra, more]))
+        may_be_empty = not required and (extra is None or interleave or ex_lo == 0)
         body = alt(alts)
-        assert body is not None  # n > 1 members
-        return body, not required and (extra is None or interleave or ex_lo == 0)
+        if body is None:
+            return None if may_be_empty else _DEAD
+        return body, may_be_empty
+
+    def _dependencies(
+        self, o: Obj, kept: list[str]
+    ) -> list[tuple[int, tuple[int | None, ...]]] | None:
+        """`o.depends` over member indices (None: a needed member that can never be
+        written); None when there is nothing to track or too much (then validated)."""
+        if not o.depends:
+            return None
+        index = {n: i for i, n in enumerate(kept)}
+        deps = [
+            (index[t], tuple(index.get(x) for x in need)) for _, t, need in o.depends if t in index
+        ]
+        tracked = {t for t, _ in deps} | {x for _, need in deps for x in need if x is not None}
+        if self.xml or len(tracked) > MAX_TRACKED:
+            for kw in dict.fromkeys(kw for kw, _, _ in o.depends):
+                self.usage.validate(kw, o.pointer, "conditional requirements")
+            return None
+        return deps or None
+
+    def _members_tracked(
+        self,
+        members: list[tuple[E, bool]],
+        extra: E | None,
+        ex_lo: int,
+        ex_hi: int | None,
+        name: str,
+        deps: list[tuple[int, tuple[int | None, ...]]],
+    ) -> tuple[E, bool] | None | object:
+        """`_members` in declaration order for objects with dependencies (`a` present ⇒ `b`
+        present): one rule per (next member, set of tracked members written so far), so the
+        object can only end once every dependency of what it holds is met. `_DEAD` when no
+        member list satisfies them (a required trigger whose needed member cannot exist)."""
+        n = len(members)
+        comma = ("COMMA", ATOM)
+        interleave = extra is not None and ex_lo == 0 and ex_hi is None and n > 0
+        star: E | None = None
+        if interleave and extra is not None:
+            if extra[1] != ATOM:
+                rule = self.names.rule(f"{name}_extra")
+                self.rules[rule] = extra[0]
+                extra = (rule, ATOM)
+            star = rep(seq([comma, extra]), 0, None)
+        tail = None if interleave or extra is None else rep(seq([comma, extra]), ex_lo, ex_hi)
+        tracked = {t for t, _ in deps} | {x for _, need in deps for x in need if x is not None}
+        pairs: list[E] = []
+        for i, (m, _) in enumerate(members):
+            if i in tracked and m[1] != ATOM:  # in several rules: named once
+                rule = self.names.rule(f"{name}_member{i}")
+                self.rules[rule] = m[0]
+                m = (rule, ATOM)
+            pairs.append(m)
+        memo: dict[tuple[int, int], E | None | object] = {}
+        # From member i on, a dependency whose members all lie before i is decided: met (it no
+        # longer matters) or broken (nothing can follow). Only the undecided ones tell states
+        # apart, so equal futures share one rule.
+        last = [max(t, *(n if x is None else x for x in need)) for t, need in deps]
+        relevant = [
+            _mask(
+                {
+                    b
+                    for k, (t, need) in enumerate(deps)
+                    if last[k] >= i
+                    for b in (t, *need)
+                    if b is not None
+                }
+            )
+            for i in range(n + 1)
+        ]
+
+        def rest(i: int, seen: int) -> E | None | object:
+            """Members i.. (each with its leading comma) and the end, after `seen`."""
+            decided = [dep for k, dep in enumerate(deps) if last[k] < i]
+            if not _deps_met(decided, seen):
+                return _DEAD
+            key = (i, seen & relevant[i])
+            if key in memo:
+                return memo[key]
+            if i == n:
+                out: E | None | object = tail if _deps_met(deps, seen) else _DEAD
+            else:
+                m, req = members[i]
+                take = rest(i + 1, seen | 1 << i)
+                skip = _DEAD if req else rest(i + 1, seen)
+                alts: list[E] = []
+                if take is not _DEAD:
+                    alts.append(seq([comma, pairs[i], star, cast(E | None, take)]))
+                empty = skip is None
+                if skip is not _DEAD and skip is not None:
+                    alts.append(cast(E, skip))
+                body = alt(alts)
+                if body is None:
+                    out = None if empty else _DEAD
+                else:
+                    out = opt(body) if empty else body
+                    if not re.fullmatch(r"\w+", out[0]):
+                        rule = self.names.rule(f"{name}_rest{i}")
+                        self.rules[rule] = out[0]
+                        out = (rule, ATOM)
+            memo[key] = out
+            return out
+
+        first_req = next((i for i, (_, r) in enumerate(members) if r), n)
+        alts: list[E] = []
+        for j in range(min(first_req + 1, n)):
+            after = rest(j + 1, 1 << j)
+            if after is not _DEAD:
+                alts.append(seq([pairs[j], star, cast(E | None, after)]))
+        may_be_empty = first_req == n
+        if interleave and extra is not None:
+            after = rest(0, 0)
+            if after is not _DEAD:
+                alts.append(seq([extra, star, cast(E | None, after)]))
+        elif first_req == n and extra is not None:
+            if ex_hi != 0:
+                more = rep(
+                    seq([comma, extra]), max(ex_lo - 1, 0), None if ex_hi is None else ex_hi - 1
+                )
+                alts.append(seq([extra, more]))
+            may_be_empty = may_be_empty and ex_lo == 0
+        body = alt(alts)
+        if body is None:
+            return None if may_be_empty else _DEAD
+        return body, may_be_empty
 
     def extras(self, o: Obj, name: str) -> E | None:
         """Members beyond the declared ones: patternProperties, then additionalProperties."""
@@ -810,3 +960,17 @@ def _ne(node: Node, known: set[str], depth: int) -> bool:
         ):
             return True
     return False
+
+
+_DEAD = object()  # no member list can follow: the object is impossible from here
+
+
+def _mask(bits: set[int]) -> int:
+    return sum(1 << b for b in bits)
+
+
+def _deps_met(deps: list[tuple[int, tuple[int | None, ...]]], seen: int) -> bool:
+    """Every dependency whose trigger is in `seen` has its needed members there too."""
+    return all(
+        not seen >> t & 1 or all(x is not None and seen >> x & 1 for x in need) for t, need in deps
+    )

@@ -84,6 +84,9 @@ class Obj:
     min_props: int = 0
     max_props: int | None = None
     pointer: str = field(default="", compare=False)
+    # Array-form dependencies between declared members, `(keyword, trigger, needed names)`:
+    # the grammar tracks whether the trigger was written (see `Emitter._members_tracked`).
+    depends: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)

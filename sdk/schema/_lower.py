@@ -291,8 +291,8 @@ class Lowerer:
         for k in ("minProperties", "maxProperties"):
             if k in s:
                 self.usage.enforce(k, ptr)  # the emitter reports it when it cannot count
-        self.dependencies(s, ptr, required, dict(props), additional, patterns)
-        return Obj(tuple(props), required, tuple(patterns), additional, names, lo, hi, ptr)
+        depends = self.dependencies(s, ptr, required, dict(props), additional, patterns)
+        return Obj(tuple(props), required, tuple(patterns), additional, names, lo, hi, ptr, depends)
 
     def property_names(self, s: dict[str, Any], ptr: str) -> Str | None:
         if "propertyNames" not in s:
@@ -330,35 +330,43 @@ class Lowerer:
         props: dict[str, Node],
         additional: Node,
         patterns: list[tuple[str, Node]],
-    ) -> None:
-        """Dependencies are enforced only when trivially satisfied, else validated."""
-        deps: dict[str, Any] = dict(s.get("dependentRequired", {}))
-        schemas: dict[str, Any] = dict(s.get("dependentSchemas", {}))
-        for k, v in s.get("dependencies", {}).items():
-            (deps if isinstance(v, list) else schemas)[k] = v
+    ) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+        """The dependencies the grammar tracks: array-form ones between declared members (a
+        declared name is written only as that member, so its presence is known). Trivial
+        ones are enforced as they are; the rest (schema-form, or naming undeclared members)
+        are validated after parsing."""
+        tracked: list[tuple[str, str, tuple[str, ...]]] = []
+
+        def absent(name: str) -> bool:
+            """No object here can hold a member `name`."""
+            if name in props:
+                return is_never(props[name])
+            return is_never(additional) and not any(re.search(p, name) for p, _ in patterns)
+
         for keyword in ("dependentRequired", "dependentSchemas", "dependencies"):
             if keyword not in s:
                 continue
-            trivial = True
+            exact = True
             for trigger, need in s[keyword].items():
-                impossible = (
-                    is_never(props[trigger])
-                    if trigger in props
-                    else (
-                        is_never(additional) and not any(re.search(p, trigger) for p, _ in patterns)
-                    )
-                )
-                if impossible:
+                if absent(trigger):
                     continue
                 if isinstance(need, list) and set(need) <= required:
                     continue
                 if need is True or need == {}:
                     continue
-                trivial = False
-            if trivial:
+                if (
+                    isinstance(need, list)
+                    and trigger in props
+                    and all(x in props or absent(x) for x in need)
+                ):
+                    tracked.append((keyword, trigger, tuple(dict.fromkeys(need))))
+                    continue
+                exact = False
+            if exact:
                 self.usage.enforce(keyword, ptr)
             else:
                 self.usage.validate(keyword, ptr, "conditional requirements")
+        return tuple(tracked)
 
     def array(self, s: dict[str, Any], ptr: str) -> Arr | None:
         items = s.get("items")

@@ -190,6 +190,7 @@ class Meet:
             min_props,
             max_props,
             a.pointer,
+            tuple(dict.fromkeys(a.depends + b.depends)),
         )
 
     def _arr(self, a: Arr, b: Arr, pointer: str) -> Arr | None:

@@ -129,6 +129,8 @@ class Acceptor:
             return False
         if len(v) < c.min_props or (c.max_props is not None and len(v) > c.max_props):
             return False
+        if any(t in v and not set(need) <= v.keys() for _, t, need in c.depends):
+            return False
         for k, x in v.items():
             if c.names is not None and not self._str(c.names, k):
                 return False
