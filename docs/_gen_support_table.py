@@ -93,7 +93,7 @@ PROBES: list[tuple[str, Any, str]] = [
     (
         "dependentRequired",
         {"type": "object", "properties": {"a": S, "b": S}, "dependentRequired": {"a": ["b"]}},
-        "",
+        "between declared members (others validated)",
     ),
     (
         "dependentSchemas",
