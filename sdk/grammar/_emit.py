@@ -575,15 +575,7 @@ class Emitter:
         if self.any_order and 1 < n <= MAX_ANY_ORDER:
             return self._members_any_order(members, extra, ex_lo, ex_hi, name, deps or [])
         comma = ("COMMA", ATOM)
-        interleave = extra is not None and ex_lo == 0 and ex_hi is None and n > 0
-        star: E | None = None
-        if interleave and extra is not None:
-            if extra[1] != ATOM:
-                rule = self.names.rule(f"{name}_extra")
-                self.rules[rule] = extra[0]
-                extra = (rule, ATOM)
-            star = rep(seq([comma, extra]), 0, None)
-        tail = None if interleave or extra is None else rep(seq([comma, extra]), ex_lo, ex_hi)
+        extra, star, tail, interleave = self._extras_layout(extra, ex_lo, ex_hi, name, n)
         first_req = next((i for i, (_, r) in enumerate(members) if r), n)
         # Lark expands every optional group of a rule into alternatives (2^k), so layouts with
         # more than a few optional members get one rule per suffix instead of inline groups.
@@ -620,15 +612,45 @@ class Emitter:
             alts.append(seq([extra, star, rest(0)]))
         elif first_req == n and extra is not None:
             if ex_hi != 0:
-                more = rep(
-                    seq([comma, extra]), max(ex_lo - 1, 0), None if ex_hi is None else ex_hi - 1
-                )
-                alts.append(seq([extra, more]))
+                alts.append(_extras_only(extra, ex_lo, ex_hi))
             may_be_empty = may_be_empty and ex_lo == 0
         body = alt(alts)
         if body is None:
             return None
         return body, may_be_empty
+
+    def _extras_layout(
+        self, extra: E | None, ex_lo: int, ex_hi: int | None, name: str, n: int
+    ) -> tuple[E | None, E | None, E | None, bool]:
+        """Where extra members go: `star`, any number of them after every member (and first),
+        when their number is unbounded; else `tail`, their bounded number after all the
+        declared ones. `extra` comes back named when it is repeated that way."""
+        interleave = extra is not None and ex_lo == 0 and ex_hi is None and n > 0
+        star: E | None = None
+        if interleave and extra is not None:
+            if extra[1] != ATOM:
+                rule = self.names.rule(f"{name}_extra")
+                self.rules[rule] = extra[0]
+                extra = (rule, ATOM)
+            star = rep(seq([("COMMA", ATOM), extra]), 0, None)
+        tail = (
+            None
+            if interleave or extra is None
+            else rep(seq([("COMMA", ATOM), extra]), ex_lo, ex_hi)
+        )
+        return extra, star, tail, interleave
+
+    def _shared_pairs(self, members: list[tuple[E, bool]], name: str, shared: set[int]) -> list[E]:
+        """The members' `key: value` pairs, those in `shared` (written in several rules)
+        named once as rules of their own."""
+        pairs: list[E] = []
+        for i, (m, _) in enumerate(members):
+            if i in shared and m[1] != ATOM:
+                rule = self.names.rule(f"{name}_member{i}")
+                self.rules[rule] = m[0]
+                m = (rule, ATOM)
+            pairs.append(m)
+        return pairs
 
     def _members_any_order(
         self,
@@ -645,22 +667,8 @@ class Emitter:
         unbounded, else after all the declared ones)."""
         n = len(members)
         comma = ("COMMA", ATOM)
-        interleave = extra is not None and ex_lo == 0 and ex_hi is None
-        star: E | None = None
-        if interleave and extra is not None:
-            if extra[1] != ATOM:
-                rule = self.names.rule(f"{name}_extra")
-                self.rules[rule] = extra[0]
-                extra = (rule, ATOM)
-            star = rep(seq([comma, extra]), 0, None)
-        tail = None if interleave or extra is None else rep(seq([comma, extra]), ex_lo, ex_hi)
-        pairs: list[E] = []
-        for i, (m, _) in enumerate(members):
-            if m[1] != ATOM:  # each pair appears in 2^(n-1) rules: named once
-                rule = self.names.rule(f"{name}_member{i}")
-                self.rules[rule] = m[0]
-                m = (rule, ATOM)
-            pairs.append(m)
+        extra, star, tail, interleave = self._extras_layout(extra, ex_lo, ex_hi, name, n)
+        pairs = self._shared_pairs(members, name, set(range(n)))  # each in 2^(n-1) rules
         required = sum(1 << i for i, (_, r) in enumerate(members) if r)
         after: dict[int, E | None | object] = {}
 
@@ -703,8 +711,7 @@ class Emitter:
             if nxt is not _DEAD:
                 alts.append(seq([extra, cast(E | None, nxt)]))
         elif not required and extra is not None and ex_hi != 0:
-            more = rep(seq([comma, extra]), max(ex_lo - 1, 0), None if ex_hi is None else ex_hi - 1)
-            alts.append(seq([extra, more]))
+            alts.append(_extras_only(extra, ex_lo, ex_hi))
         may_be_empty = not required and (extra is None or interleave or ex_lo == 0)
         body = alt(alts)
         if body is None:
@@ -744,23 +751,9 @@ class Emitter:
         member list satisfies them (a required trigger whose needed member cannot exist)."""
         n = len(members)
         comma = ("COMMA", ATOM)
-        interleave = extra is not None and ex_lo == 0 and ex_hi is None and n > 0
-        star: E | None = None
-        if interleave and extra is not None:
-            if extra[1] != ATOM:
-                rule = self.names.rule(f"{name}_extra")
-                self.rules[rule] = extra[0]
-                extra = (rule, ATOM)
-            star = rep(seq([comma, extra]), 0, None)
-        tail = None if interleave or extra is None else rep(seq([comma, extra]), ex_lo, ex_hi)
+        extra, star, tail, interleave = self._extras_layout(extra, ex_lo, ex_hi, name, n)
         tracked = {t for t, _ in deps} | {x for _, need in deps for x in need if x is not None}
-        pairs: list[E] = []
-        for i, (m, _) in enumerate(members):
-            if i in tracked and m[1] != ATOM:  # in several rules: named once
-                rule = self.names.rule(f"{name}_member{i}")
-                self.rules[rule] = m[0]
-                m = (rule, ATOM)
-            pairs.append(m)
+        pairs = self._shared_pairs(members, name, tracked)
         memo: dict[tuple[int, int], E | None | object] = {}
         # From member i on, a dependency whose members all lie before i is decided: met (it no
         # longer matters) or broken (nothing can follow). Only the undecided ones tell states
@@ -824,10 +817,7 @@ class Emitter:
                 alts.append(seq([extra, star, cast(E | None, after)]))
         elif first_req == n and extra is not None:
             if ex_hi != 0:
-                more = rep(
-                    seq([comma, extra]), max(ex_lo - 1, 0), None if ex_hi is None else ex_hi - 1
-                )
-                alts.append(seq([extra, more]))
+                alts.append(_extras_only(extra, ex_lo, ex_hi))
             may_be_empty = may_be_empty and ex_lo == 0
         body = alt(alts)
         if body is None:
@@ -974,3 +964,11 @@ def _deps_met(deps: list[tuple[int, tuple[int | None, ...]]], seen: int) -> bool
     return all(
         not seen >> t & 1 or all(x is not None and seen >> x & 1 for x in need) for t, need in deps
     )
+
+
+def _extras_only(extra: E, ex_lo: int, ex_hi: int | None) -> E:
+    """An object of extra members only: the first without a comma, then the rest."""
+    more = rep(
+        seq([("COMMA", ATOM), extra]), max(ex_lo - 1, 0), None if ex_hi is None else ex_hi - 1
+    )
+    return seq([extra, more])
