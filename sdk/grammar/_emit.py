@@ -663,8 +663,8 @@ class Emitter:
     ) -> tuple[E, bool] | None | object:
         """`_members` with the declared members in any order, each at most once: one rule
         per set of members written so far, which ends only once every required member is in
-        it. Extra members go where `_members` puts them (anywhere when their number is
-        unbounded, else after all the declared ones)."""
+        it and every dependency of those in it is met. Extra members go where `_members` puts
+        them (anywhere when their number is unbounded, else after all the declared ones)."""
         n = len(members)
         comma = ("COMMA", ATOM)
         extra, star, tail, interleave = self._extras_layout(extra, ex_lo, ex_hi, name, n)
