@@ -407,7 +407,7 @@ def test_conditions_and_negations_are_exact(
     schema: Any, valid: list[Any], invalid: list[Any]
 ) -> None:
     if schema == {"not": {"required": []}}:
-        with pytest.raises(SchemaError, match="admits no value"):
+        with pytest.raises(SchemaError, match="admits no value|intersection .* is empty"):
             compile_schema(schema, strict=True)
         return
     check(schema, valid, invalid, strict=True)
@@ -534,3 +534,66 @@ def test_dependencies_between_members_are_exact(
 def test_member_order_is_checked() -> None:
     with pytest.raises(SchemaError, match="member_order"):
         compile_schema({"type": "object"}, member_order="sorted")  # type: ignore[arg-type]
+
+
+_NEGATED = st.sampled_from(
+    [
+        {"multipleOf": 7},
+        {"multipleOf": 3},
+        {"type": "integer"},
+        {"enum": [1, "a"]},
+        {"pattern": "^a"},
+        {"oneOf": [{"minimum": 2}, {"maximum": 5}]},
+        {"not": {"type": "string"}},
+    ]
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(
+        st.one_of(st.integers(-20, 20), st.sampled_from(["a", "ab", "b", "7"]), st.none()),
+        min_size=1,
+        max_size=6,
+        unique_by=lambda v: (type(v).__name__, v),
+    ),
+    negated=_NEGATED,
+    as_all_of=st.booleans(),
+)
+def test_finite_values_are_decided_by_the_reference_validator(
+    values: list[Any], negated: dict[str, Any], as_all_of: bool
+) -> None:
+    """An `enum` beside (or in an `allOf` with) what the grammar cannot express is exact:
+    each candidate is kept exactly when jsonschema accepts it under the whole schema, and
+    strict mode compiles it instead of refusing the keyword."""
+    schema: dict[str, Any] = (
+        {"allOf": [{"enum": values}, {"not": negated}]}
+        if as_all_of
+        else {"enum": values, "not": negated}
+    )
+    keep = [v for v in values if jsonschema.Draft202012Validator(schema).is_valid(v)]
+    if not keep:
+        with pytest.raises(SchemaError, match="admits no value|intersection .* is empty"):
+            compile_schema(schema, strict=True)
+        return
+    compiled = compile_schema(schema, strict=True)
+    assert not compiled.validated
+    p = parser(compiled.lark)
+    for v in values:
+        assert accepts(p, json.dumps(v)) == (v in keep), (schema, v)
+
+
+def test_finite_values_keep_the_usual_path_where_the_validator_differs() -> None:
+    """`format` (which the reference validator may not check) and objects under
+    `close_objects` (a default only the grammar applies) are not decided by the validator:
+    the keyword it cannot express is refused in strict mode, as before."""
+    with pytest.raises(UnsupportedSchemaError, match="not"):
+        compile_schema(
+            {"enum": ["a@b.co", "x"], "format": "email", "not": {"multipleOf": 7}}, strict=True
+        )
+    objects = {"enum": [{"a": 1}, {"a": 1, "b": 2}], "not": {"properties": {"a": {"not": {}}}}}
+    compile_schema(objects, strict=True)  # decided: both objects have `a`
+    with pytest.raises(UnsupportedSchemaError):
+        compile_schema(
+            {"type": "object", "properties": {"a": {}}, **objects}, strict=True, close_objects=True
+        )

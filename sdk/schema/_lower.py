@@ -8,10 +8,11 @@ reported as validated (never silently dropped).
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
-from sdk.errors import SchemaError, TooComplexError
+from sdk.errors import SchemaError, TooComplexError, UnsupportedSchemaError
 
 from . import _keywords as kw
 from . import _pointer
@@ -39,6 +40,8 @@ from ._usage import Usage
 from ._values import canonical, text
 
 MAX_DEPTH = 120
+# Candidate values (`enum`) checked one by one by the reference validator, at most.
+MAX_DECIDED_VALUES = 1000
 _APPLICATORS = ("allOf", "anyOf", "oneOf", "$ref", "if", "dependentSchemas", "dependencies", "not")
 
 
@@ -89,6 +92,64 @@ class Lowerer:
 
     def _lower(self, s: dict[str, Any], ptr: str) -> Node:
         kw.check(s, ptr)
+        candidates = self._finite_candidates(s)
+        if candidates is None:
+            return self._lower_keywords(s, ptr)
+        # A finite set of candidate values (`enum`, `const`, or those of an `allOf` member):
+        # whatever the grammar cannot express of the rest (`not`, overlapping `oneOf`, ...)
+        # the reference validator decides value by value, which keeps the set exact.
+        mark, declared = self.usage.mark(), len(self.defs.names)
+        try:
+            node = self._lower_keywords(s, ptr)
+            if not self.usage.validated_since(mark):
+                return node
+        except UnsupportedSchemaError:
+            pass
+        decided = self._decide(s, candidates)
+        self.usage.rollback(mark)
+        for key in list(self.defs.names)[declared:]:
+            if key not in self.defs.nodes:
+                self.defs.forget(key)
+        if decided is None:  # the validator cannot decide: the usual lowering, errors and all
+            return self._lower_keywords(s, ptr)
+        for k in s:
+            if k in kw.CONSTRAINING:
+                self.usage.enforce(k, ptr)
+        return decided
+
+    def _finite_candidates(self, s: dict[str, Any]) -> list[Any] | None:
+        """The values `s` allows at most, when its `enum`/`const` (or an `allOf` member's)
+        says so, few enough to check each."""
+        for part in (s, *(p for p in s.get("allOf", ()) if isinstance(p, dict))):
+            if "const" in part:
+                return [part["const"]]
+            if isinstance(part.get("enum"), list) and len(part["enum"]) <= MAX_DECIDED_VALUES:
+                return list(part["enum"])
+        return None
+
+    def _decide(self, s: dict[str, Any], candidates: list[Any]) -> Node | None:
+        """The candidates that the reference validator (`jsonschema`, the root's draft)
+        accepts under all of `s`, as constants; None where it cannot stand in for the grammar:
+        `format` (checked differently, or not at all, there), objects under
+        `close_objects` (a default only the grammar applies), or a validator error."""
+        import jsonschema
+
+        if '"format"' in json.dumps(s) or (self.close_objects and "{" in json.dumps(candidates)):
+            return None
+        try:
+            cls = jsonschema.validators.validator_for(
+                self.root, default=jsonschema.Draft202012Validator
+            )
+            check = cls(self.root).evolve(schema=s)
+            kept = [v for v in candidates if check.is_valid(v)]
+        except Exception:  # noqa: BLE001 - an unresolvable $ref, a malformed part: not decided
+            return None
+        seen: dict[str, str] = {}
+        for v in kept:
+            seen.setdefault(canonical(v), text(v))
+        return Consts(tuple(seen.values()))
+
+    def _lower_keywords(self, s: dict[str, Any], ptr: str) -> Node:
         parts: list[Node] = []
         if "$ref" in s:
             parts.append(self.ref(s["$ref"], ptr))

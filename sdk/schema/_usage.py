@@ -31,6 +31,17 @@ class Usage:
             raise UnsupportedSchemaError(keyword, pointer, detail)
         self._validated[KeywordUse(keyword, pointer)] = None
 
+    def mark(self) -> tuple[int, int]:
+        return len(self._enforced), len(self._validated)
+
+    def validated_since(self, mark: tuple[int, int]) -> bool:
+        return len(self._validated) > mark[1]
+
+    def rollback(self, mark: tuple[int, int]) -> None:
+        """Forget the uses recorded after `mark` (a lowering that was replaced)."""
+        self._enforced = dict.fromkeys(list(self._enforced)[: mark[0]])
+        self._validated = dict.fromkeys(list(self._validated)[: mark[1]])
+
     @property
     def enforced(self) -> tuple[KeywordUse, ...]:
         return tuple(u for u in self._enforced if u not in self._validated)
