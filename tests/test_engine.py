@@ -351,6 +351,36 @@ def test_literal_chains_are_the_minimal_dfa(text: str, ignore_case: bool) -> Non
     assert np.array_equal(fast.accepting, slow.accepting), text
 
 
+@given(
+    words=st.lists(st.text(alphabet='ab"é\x00\u20ac', max_size=5), min_size=1, max_size=8),
+    tail=st.sampled_from(["", '"', "x*"]),
+    data=st.data(),
+)
+@settings(max_examples=150, deadline=None)
+def test_finite_sets_are_built_as_tries_with_the_same_language(
+    words: list[str], tail: str, data: st.DataObject
+) -> None:
+    """Enums and "not one of these keys" lookaheads are built as a trie directly; the
+    automaton accepts exactly what the general construction does, in both directions, and
+    what Python's `re` matches."""
+    from sdk.engine import _automata as au
+    from sdk.engine import _regex as rx
+
+    pattern = "(?:" + "|".join(re.escape(w) for w in words) + ")" + tail
+    node = rx.parse(pattern)
+    fast = au.compile_node(node)
+    nfa = au.Nfa()
+    start, end = nfa.build(node)
+    slow = au.determinize(nfa, start, end)
+    assert au.product(fast, slow, negate_b=True).is_empty, pattern
+    assert au.product(slow, fast, negate_b=True).is_empty, pattern
+    probe = data.draw(st.sampled_from([*words, "", "a", "ab", 'a"', "é€", "x"]))
+    for s in (probe, probe + tail[:1]):
+        assert fast.matches(s.encode()) == (re.fullmatch(pattern, s) is not None), (pattern, s)
+    key = au.compile_node(rx.parse('"(?!' + pattern + '")[a-z"é€\x00]*"'))
+    assert key.matches(b'"zz"')
+
+
 @pytest.mark.parametrize(
     "pattern",
     [
