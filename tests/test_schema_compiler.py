@@ -584,13 +584,22 @@ def test_finite_values_are_decided_by_the_reference_validator(
 
 
 def test_finite_values_keep_the_usual_path_where_the_validator_differs() -> None:
-    """`format` (which the reference validator may not check) and objects under
-    `close_objects` (a default only the grammar applies) are not decided by the validator:
+    """`format` (which the reference validator may not check), also behind a `$ref`, and
+    objects under `close_objects` (a default only the grammar applies) are not decided by the
+    validator:
     the keyword it cannot express is refused in strict mode, as before."""
     with pytest.raises(UnsupportedSchemaError, match="not"):
         compile_schema(
             {"enum": ["a@b.co", "x"], "format": "email", "not": {"multipleOf": 7}}, strict=True
         )
+    behind_ref = {
+        "$defs": {"mail": {"format": "email"}},
+        "properties": {
+            "to": {"enum": ["a@b.co", "x"], "$ref": "#/$defs/mail", "not": {"multipleOf": 7}}
+        },
+    }
+    with pytest.raises(UnsupportedSchemaError, match="not"):
+        compile_schema(behind_ref, strict=True)
     objects = {"enum": [{"a": 1}, {"a": 1, "b": 2}], "not": {"properties": {"a": {"not": {}}}}}
     compile_schema(objects, strict=True)  # decided: both objects have `a`
     with pytest.raises(UnsupportedSchemaError):

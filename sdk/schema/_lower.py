@@ -99,19 +99,22 @@ class Lowerer:
         # whatever the grammar cannot express of the rest (`not`, overlapping `oneOf`, ...)
         # the reference validator decides value by value, which keeps the set exact.
         mark, declared = self.usage.mark(), len(self.defs.names)
+        refused: UnsupportedSchemaError | None = None
         try:
             node = self._lower_keywords(s, ptr)
             if not self.usage.validated_since(mark):
                 return node
-        except UnsupportedSchemaError:
-            pass
+        except UnsupportedSchemaError as exc:
+            refused = exc
         decided = self._decide(s, candidates)
+        if decided is None:  # the validator cannot decide: the usual lowering, as it went
+            if refused is not None:
+                raise refused
+            return node
         self.usage.rollback(mark)
         for key in list(self.defs.names)[declared:]:
             if key not in self.defs.nodes:
                 self.defs.forget(key)
-        if decided is None:  # the validator cannot decide: the usual lowering, errors and all
-            return self._lower_keywords(s, ptr)
         for k in s:
             if k in kw.CONSTRAINING:
                 self.usage.enforce(k, ptr)
@@ -130,11 +133,18 @@ class Lowerer:
     def _decide(self, s: dict[str, Any], candidates: list[Any]) -> Node | None:
         """The candidates that the reference validator (`jsonschema`, the root's draft)
         accepts under all of `s`, as constants; None where it cannot stand in for the grammar:
-        `format` (checked differently, or not at all, there), objects under
-        `close_objects` (a default only the grammar applies), or a validator error."""
+        `format` in `s` or behind its `$ref`s (checked differently, or not at all, there),
+        objects under `close_objects` (a default only the grammar applies), or a validator
+        error."""
         import jsonschema
 
-        if '"format"' in json.dumps(s) or (self.close_objects and "{" in json.dumps(candidates)):
+        here = json.dumps(s)
+        refs = any(f'"{k}"' in here for k in ("$ref", "$dynamicRef", "$recursiveRef"))
+        if (
+            '"format"' in here
+            or (refs and '"format"' in json.dumps(self.root))  # a format behind a $ref
+            or (self.close_objects and "{" in json.dumps(candidates))
+        ):
             return None
         try:
             cls = jsonschema.validators.validator_for(
