@@ -606,3 +606,29 @@ def test_finite_values_keep_the_usual_path_where_the_validator_differs() -> None
         compile_schema(
             {"type": "object", "properties": {"a": {}}, **objects}, strict=True, close_objects=True
         )
+
+
+def test_dependencies_of_xml_parameters_are_validated_not_dropped() -> None:
+    """XML parameter blocks (the root of a Qwen3-Coder call) have no tracked layout: their
+    dependencies are reported as validated (refused in strict mode), never silently dropped;
+    a nested object's are enforced as usual."""
+    schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "a": {"type": "integer"},
+            "b": {"type": "integer"},
+            "c": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
+                "dependentRequired": {"x": ["y"]},
+            },
+        },
+        "dependentRequired": {"a": ["b"]},
+    }
+    g = compile_schema(schema, surface="xml")
+    assert [tuple(u) for u in g.validated] == [("dependentRequired", "")]
+    assert ("dependentRequired", "/properties/c") in [tuple(u) for u in g.enforced]
+    with pytest.raises(UnsupportedSchemaError, match="dependentRequired"):
+        compile_schema(schema, surface="xml", strict=True)

@@ -465,6 +465,8 @@ class Emitter:
         ):
             for k in ("minProperties", "maxProperties"):
                 self.usage.validate(k, o.pointer, "counted by validation for XML parameters")
+        for kw in dict.fromkeys(kw for kw, _, _ in o.depends):
+            self.usage.validate(kw, o.pointer, "checked by validation for XML parameters")
         blocks: list[tuple[E, bool]] = []
         for pname, v in o.props:
             if "<" in pname or ">" in pname or "\n" in pname or not pname:
@@ -730,7 +732,7 @@ class Emitter:
             (index[t], tuple(index.get(x) for x in need)) for _, t, need in o.depends if t in index
         ]
         tracked = {t for t, _ in deps} | {x for _, need in deps for x in need if x is not None}
-        if self.xml or len(tracked) > MAX_TRACKED:
+        if len(tracked) > MAX_TRACKED:
             for kw in dict.fromkeys(kw for kw, _, _ in o.depends):
                 self.usage.validate(kw, o.pointer, "conditional requirements")
             return None
