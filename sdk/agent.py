@@ -42,7 +42,13 @@ from sdk._settings import (
     check_tools_arg,
 )
 from sdk._stream import TokenStream, TurnScanner, emit_whole_turn
-from sdk.decoding import DEFAULT_AUTO_CALL_BIAS, TOOL_TRAINED_CALL_BIAS, CallGate, open_turn
+from sdk.decoding import (
+    DEFAULT_AUTO_CALL_BIAS,
+    TOOL_TRAINED_CALL_BIAS,
+    CallGate,
+    open_turn,
+    reasoning_start,
+)
 from sdk.decoding.call_style import SPACED, CallStyle, as_call_style
 from sdk.decoding.formats import (
     HERMES,
@@ -779,7 +785,7 @@ class Agent(Generic[OutputT]):
 
     def _parse_calls(self, text: str, opened: bool = False) -> list[ParsedCall]:
         fmt = self.resolved_format()
-        calls = fmt.parse(self._reasoning_start(fmt) + text if opened else text)
+        calls = fmt.parse(reasoning_start(fmt) + text if opened else text)
         resolve = getattr(fmt, "resolve_arguments", None)
         if resolve is not None:
             for i, call in enumerate(calls):
@@ -1049,11 +1055,6 @@ class Agent(Generic[OutputT]):
         run.messages.append(_assistant_message(out, calls, ids))
         return calls, ids
 
-    @staticmethod
-    def _reasoning_start(fmt: Any) -> str:
-        marks = getattr(fmt, "reasoning", None)
-        return str(marks[0]) if marks else ""
-
     def _split_reasoning(self, out: TurnOutput) -> tuple[str, str]:
         """`(reasoning, answer)` of a final turn (reasoning "" for formats without it); a span
         the prompt opened counts from the turn's first character."""
@@ -1061,7 +1062,7 @@ class Agent(Generic[OutputT]):
         split = getattr(fmt, "split_reasoning", None)
         if split is None:
             return "", out.text
-        start = self._reasoning_start(fmt) if out.reasoning_opened else ""
+        start = reasoning_start(fmt) if out.reasoning_opened else ""
         thought, answer = split(start + out.text)
         thought = thought[len(start) :]
         return thought, answer.lstrip() if thought else answer

@@ -5,7 +5,7 @@ from sdk.decoding._markers import format_index
 from sdk.decoding.call_style import COMPACT, FLEXIBLE, SPACED, CallStyle
 from sdk.decoding.formats import HERMES, HermesFormat, ParsedCall, ToolCallFormat
 from sdk.decoding.generate import SamplingConfig, TurnOutput, TurnRequest, generate_turn
-from sdk.decoding.local_turn import LocalTurn, open_turn
+from sdk.decoding.local_turn import LocalTurn, open_turn, reasoning_start
 from sdk.decoding.turn_grammar import TurnGrammar, build_turn_grammar
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "LocalTurn",
     "format_index",
     "open_turn",
+    "reasoning_start",
     "FLEXIBLE",
     "HERMES",
     "SPACED",

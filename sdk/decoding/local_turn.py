@@ -21,7 +21,13 @@ if TYPE_CHECKING:
     from sdk.engine.matcher import Matcher
     from sdk.engine.tokenizer import TokenizerIndex
 
-__all__ = ["LocalTurn", "open_turn"]
+__all__ = ["LocalTurn", "open_turn", "reasoning_start"]
+
+
+def reasoning_start(fmt: object) -> str:
+    """The format's reasoning start marker (`<think>`), or "" for formats without one."""
+    marks = getattr(fmt, "reasoning", None)
+    return str(marks[0]) if marks else ""
 
 
 @dataclass(frozen=True)
@@ -43,8 +49,7 @@ def open_turn(
     index = format_index(backend.index, backend.tokenizer, request.fmt)
     matcher = Matcher(grammar.compiled, index) if grammar.compiled else None
     session = backend.begin_turn(request)
-    marks = getattr(request.fmt, "reasoning", None)
-    start = str(marks[0]) if marks else ""
+    start = reasoning_start(request.fmt)
     opened = False
     if start:
         tail = index.decode_bytes(list(session.prompt_ids)[-8:]).decode("utf-8", "replace")

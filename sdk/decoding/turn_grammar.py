@@ -316,14 +316,9 @@ def _call_rules(tools: Sequence[ToolSpec], fmt: ToolCallFormat) -> list[str]:
         alts = [named(t.name, f"a{i}_start") for i, t in enumerate(tools)]
         parts = ["call: " + " | ".join(f"({a})" for a in alts)]
         declared = getattr(fmt, "surface", "json")
-        surface: Literal["json", "python", "xml", "gemma"] = (
-            "python"
-            if declared == "python"
-            else "xml"
-            if declared == "xml"
-            else "gemma"
-            if declared == "gemma"
-            else "json"
+        surface = cast(
+            'Literal["json", "python", "xml", "gemma"]',
+            declared if declared in ("python", "xml", "gemma") else "json",
         )
         for i, t in enumerate(tools):
             parts.append(_schema_lark(_grammar_schema(t), f"a{i}_", style, reserved, surface))
