@@ -331,6 +331,14 @@ def test_direct_dfa_construction_matches_subset_construction(
     assert direct.matches(s.encode()) == expected == subset.matches(s.encode()), (pattern, s)
 
 
+def test_light_items_heavy_together_compile() -> None:
+    """A sequence of items each light enough for one NFA but heavy together (a quoted key of
+    up to 255 characters) is one NFA too; it used to recurse until "nests too deeply"."""
+    dfa = compile_regex('"[0-9a-z]{1,255}"')
+    assert dfa.matches(b'"' + b"a" * 255 + b'"')
+    assert not dfa.matches(b'"' + b"a" * 256 + b'"') and not dfa.matches(b'""')
+
+
 @given(text=st.text(max_size=10), ignore_case=st.booleans())
 @settings(max_examples=200, deadline=None)
 def test_literal_chains_are_the_minimal_dfa(text: str, ignore_case: bool) -> None:

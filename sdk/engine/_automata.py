@@ -8,16 +8,16 @@ which is what exact masks need.
 
 from __future__ import annotations
 
-import itertools
 import threading
-from dataclasses import dataclass, field
-from functools import cached_property
+from collections.abc import Sequence
 
 import numpy as np
 
 from .._cache import BoundedCache
 from ..errors import TooComplexError
 from . import _regex as rx
+from ._dfa import Dfa, empty_dfa
+from ._lazy import LazyDfa, alternation, concatenation, counted, materialize
 
 MAX_NFA_STATES = 400_000
 MAX_DFA_STATES = 100_000
@@ -29,53 +29,24 @@ MAX_SUBSET_WORK = 5_000_000
 #: `work_budget.left`; per thread): a schema with dozens of heavy patterns stops at ~5-7 s.
 MAX_GRAMMAR_WORK = 15_000_000
 work_budget = threading.local()
+#: Counted repeats with more states than this are built lazily (`_lazy`): the table of a
+#: 65,535-character string would take a gigabyte, and even a 300-character one costs more to
+#: build (and to copy into the runtime) than a generation visits. Constructions that need a
+#: table (products, subset construction) still get one up to MAX_DFA_STATES.
+LAZY_MIN_STATES = 4096
 
-_serial = itertools.count(1)
+#: A table DFA, or a lazy one (see `_lazy`).
+AnyDfa = Dfa | LazyDfa
 
 
-@dataclass(eq=False)
-class Dfa:
-    trans: np.ndarray  # int32 [n_states, 256]; row 0 is the dead state
-    accepting: np.ndarray  # bool [n_states]
-    serial: int = field(default_factory=lambda: next(_serial))
+def table(d: AnyDfa) -> Dfa:
+    """`d` as a table: lazy automata are materialised, or `TooComplexError` when too big."""
+    return materialize(d, MAX_DFA_STATES)
 
-    @property
-    def n_states(self) -> int:
-        return int(self.trans.shape[0])
 
-    @cached_property
-    def chains(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per state, how many bytes of which set surely keep it alive (`_trie.chains`): trie
-        walks take a subtree whole where it fits."""
-        from ._trie import chains
-
-        return chains(self.trans)
-
-    @property
-    def is_empty(self) -> bool:
-        """The empty language (trimmed DFAs: the start is then dead-ended and non-accepting)."""
-        return not self.accepting[1] and not self.trans[1].any()
-
-    @property
-    def nullable(self) -> bool:
-        return bool(self.accepting[1])
-
-    def matches(self, data: bytes) -> bool:
-        s = 1
-        for b in data:
-            s = int(self.trans[s, b])
-            if s == 0:
-                return False
-        return bool(self.accepting[s])
-
-    def without_empty(self) -> Dfa:
-        """The same language minus the empty string (a fresh, non-accepting start state)."""
-        if not self.nullable:
-            return self
-        trans = np.concatenate([self.trans[:1], self.trans[1:2], self.trans[1:]], axis=0)
-        trans = np.where(trans > 0, trans + 1, 0).astype(np.int32)
-        acc = np.concatenate([[False, False], self.accepting[1:]])
-        return _trim(trans, acc)
+def cache_size(d: AnyDfa) -> int:
+    """Bytes a cached automaton holds (a table and its `table` copy; lazy ones are small)."""
+    return 2 * d.trans.nbytes + 512 if isinstance(d, Dfa) else 64 << 10
 
 
 # ---------------------------------------------------------------- UTF-8 ranges
@@ -183,9 +154,9 @@ class Nfa:
 
     def build_repeat(self, node: rx.Repeat) -> tuple[int, int]:
         if node.max is not None and node.max > 4:
-            counted = _counted_repeat(node)
-            if counted is not None:
-                return self.embed(counted)
+            direct = _counted_repeat(node)
+            if direct is not None:
+                return self.embed(table(direct))
         s = cur = self.state()
         for _ in range(node.min):
             a, b = self.build(node.item)
@@ -223,12 +194,16 @@ class Nfa:
         return base + 1, end
 
 
-def _counted_repeat(node: rx.Repeat) -> Dfa | None:
+def _counted_repeat(node: rx.Repeat) -> AnyDfa | None:
     """`X{lo,hi}` built directly as (count × X-state) when X is prefix-free (a character, an
-    escape): linear in hi, where Thompson copies + subset construction are quadratic-ish."""
+    escape): linear in hi, where Thompson copies + subset construction are quadratic-ish.
+    Above LAZY_MIN_STATES states the same automaton is lazy."""
     assert node.max is not None
     lo, hi = node.min, node.max
-    x = compile_node(node.item)
+    item = compile_node(node.item)
+    if not isinstance(item, Dfa):
+        return None
+    x = item
     acc = x.accepting
     if x.nullable or x.n_states > 256 or x.trans[acc].any() or (x.trans == 1).any():
         # Also refused: an item whose start is re-entered mid-item (`b*a`): the block's start
@@ -246,8 +221,8 @@ def _counted_repeat(node: rx.Repeat) -> Dfa | None:
             step[q] = 1
     sub = x.trans[inner]
     live = sub != 0
-    if hi * width + 2 > MAX_DFA_STATES:
-        raise TooComplexError(f"automaton exceeds {MAX_DFA_STATES} DFA states")
+    if hi * width + 2 > LAZY_MIN_STATES:
+        return counted(x, lo, hi)
     # Blocks k < hi hold every X-state; after the hi-th item only its (accepting) start is
     # left, with no moves. Every state is then reachable and can finish (X is trimmed and
     # not nullable), so the table needs no trimming pass.
@@ -517,13 +492,14 @@ def minimize(dfa: Dfa, max_rounds: int = 24) -> Dfa:
 # ---------------------------------------------------------------- products
 
 
-def product(a: Dfa, b: Dfa, *, negate_b: bool = False, union: bool = False) -> Dfa:
+def product(any_a: AnyDfa, any_b: AnyDfa, *, negate_b: bool = False, union: bool = False) -> Dfa:
     """L(a) ∩ L(b), or L(a) \\ L(b) with `negate_b` (b's dead state then acts as a sink), or
     L(a) ∪ L(b) with `union` (either dead state does).
 
     Breadth-first over pairs, one numpy step per BFS level rather than one Python step per
     state: length-bounded patterns (a pattern × a character counter) reach ~10^5 pairs.
     """
+    a, b = table(any_a), table(any_b)
     na, nb = a.n_states, b.n_states
     total = na * nb
     dense = total <= 1 << 26
@@ -610,13 +586,13 @@ _rest_cache: BoundedCache[rx.Node, Dfa] = BoundedCache("lookahead continuations"
 
 
 def look_intersection(look: rx.Look, rest: rx.Node) -> Dfa:
-    body = prefix_closed(compile_node(look.body))
+    body = prefix_closed(table(compile_node(look.body)))
     # The continuation recurs across terminals (a JSON string after "not one of the declared
     # keys"): built once, whatever the lookahead in front of it.
     after = _rest_cache.get(rest)
     if after is None:
-        after = compile_node(rest)
-        _rest_cache.put(rest, after, 2 * after.trans.nbytes + 512)
+        after = table(compile_node(rest))
+        _rest_cache.put(rest, after, cache_size(after))
     return product(after, body, negate_b=look.negative)
 
 
@@ -630,8 +606,9 @@ UNION_PRODUCT_MIN_STATES = 512
 UNION_MINIMIZE_MAX_STATES = 4096
 
 
-def union(dfas: list[Dfa]) -> Dfa:
+def union(any_dfas: Sequence[AnyDfa]) -> Dfa:
     """L(d1) ∪ L(d2) ∪ ..."""
+    dfas = [table(d) for d in any_dfas]
     if sum(d.n_states for d in dfas) > UNION_PRODUCT_MIN_STATES:
         parts = sorted(dfas, key=lambda d: d.n_states)
         out = parts[0]
@@ -649,12 +626,17 @@ def union(dfas: list[Dfa]) -> Dfa:
     return determinize(nfa, s, e)
 
 
-def concat(a: Dfa, b: Dfa) -> Dfa:
+def concat(any_a: AnyDfa, any_b: AnyDfa) -> AnyDfa:
     """L(a)·L(b). Built directly (A's table, then B's) when no accepting state of A can go on
     with a byte that B can start with: each accepting state of A then simply also takes B's
     first moves. Otherwise through the NFA and subset construction."""
-    if a.is_empty or b.is_empty:
-        return a if a.is_empty else b
+    if any_a.is_empty or any_b.is_empty:
+        return any_a if any_a.is_empty else any_b
+    if not (isinstance(any_a, Dfa) and isinstance(any_b, Dfa)):
+        lazy = concatenation(any_a, any_b)
+        if lazy is not None:
+            return lazy
+    a, b = table(any_a), table(any_b)
     acc_a = a.accepting
     b_first = b.trans[1] != 0
     if (a.trans[acc_a][:, b_first] != 0).any():
@@ -674,12 +656,15 @@ def concat(a: Dfa, b: Dfa) -> Dfa:
     return Dfa(trans, acc)
 
 
-def alternate(dfas: list[Dfa]) -> Dfa:
+def alternate(any_dfas: list[AnyDfa]) -> AnyDfa:
     """L(d1) ∪ L(d2) ∪ ...: side by side under a fresh start state when their first bytes are
     disjoint (then the start's row is just the union of theirs), else via `union`."""
-    dfas = [d for d in dfas if not d.is_empty]
-    if len(dfas) <= 1:
-        return dfas[0] if dfas else _trim(np.zeros((2, 256), dtype=np.int32), np.zeros(2, bool))
+    nonempty = [d for d in any_dfas if not d.is_empty]
+    if len(nonempty) <= 1:
+        return nonempty[0] if nonempty else empty_dfa()
+    if not all(isinstance(d, Dfa) for d in nonempty):
+        return alternation(nonempty) or union(nonempty)
+    dfas = [table(d) for d in nonempty]
     seen = np.zeros(256, dtype=bool)
     for d in dfas:
         first = d.trans[1] != 0
@@ -715,13 +700,10 @@ def _weight(node: rx.Node) -> int:
     return 1
 
 
-def compile_node(node: rx.Node) -> Dfa:
-    text = _literal_bytes(node)
-    if text is not None:
-        return _chain(text)
+def compile_node(node: rx.Node) -> AnyDfa:
     words = _finite_words(node)
     if words is not None:
-        return _trie(words)
+        return _chain(words[0]) if len(words) == 1 else _trie(words)
     if _weight(node) > DIRECT_WEIGHT:
         direct = _compile_direct(node)
         if direct is not None:
@@ -809,10 +791,10 @@ def _trie(words: list[bytes]) -> Dfa:
     return minimize(Dfa(trans, accepting))
 
 
-def _compile_direct(node: rx.Node) -> Dfa | None:
+def _compile_direct(node: rx.Node) -> AnyDfa | None:
     if isinstance(node, rx.Seq):
         items = node.items
-        parts: list[Dfa] = []
+        parts: list[AnyDfa] = []
         light: list[rx.Node] = []
         for k, item in enumerate(items):
             if isinstance(item, rx.Look):
@@ -829,6 +811,8 @@ def _compile_direct(node: rx.Node) -> Dfa | None:
             else:
                 light.append(item)
         if light:
+            if not parts:  # every item light, however heavy together: one NFA
+                return None
             parts.append(compile_node(rx.Seq(tuple(light))))
         out = parts[0]
         for p in parts[1:]:
@@ -851,14 +835,14 @@ def _compile_direct(node: rx.Node) -> Dfa | None:
     return None
 
 
-_regex_cache: BoundedCache[tuple[str, bool], Dfa] = BoundedCache("regex DFAs", 64 << 20)
+_regex_cache: BoundedCache[tuple[str, bool], AnyDfa] = BoundedCache("regex DFAs", 64 << 20)
 
 
-def compile_regex(text: str, *, ignore_case: bool = False) -> Dfa:
+def compile_regex(text: str, *, ignore_case: bool = False) -> AnyDfa:
     """Regex text → DFA, memoised per process (shared terminals share mask caches)."""
     key = (text, ignore_case)
     dfa = _regex_cache.get(key)
     if dfa is None:
         dfa = compile_node(rx.parse(text, ignore_case=ignore_case))
-        _regex_cache.put(key, dfa, 2 * dfa.trans.nbytes + 512)  # + its `table` copy
+        _regex_cache.put(key, dfa, cache_size(dfa))
     return dfa

@@ -9,10 +9,15 @@ declared name and a pattern) without backtracking.
 Everything here is memoised: stack expansions, lexeme completions, byte steps, token steps and
 whole masks. Per-token work on a cache miss is: OR the precomputed masks of the configurations'
 lexer states, then simulate only the handful of tokens that cross a lexeme boundary.
+
+Terminals too big to tabulate (`_lazy.LazyDfa`) are numbered after the tables, and a state's row
+is computed the first time the parse reaches it (kept in a byte-bounded cache): memory follows
+the states a generation visits, not the size of the automaton.
 """
 
 from __future__ import annotations
 
+import bisect
 import threading
 from array import array
 from typing import TYPE_CHECKING, cast
@@ -22,6 +27,8 @@ import numpy as np
 from .._cache import BoundedCache
 from ..errors import TooComplexError
 from . import _vocab
+from ._dfa import Dfa
+from ._lazy import LazyDfa
 from ._vocab import Vocab
 
 if TYPE_CHECKING:
@@ -36,6 +43,10 @@ MAX_CONFIGS = 5000
 MAX_CACHE = 100_000
 MASK_CACHE_BYTES = 64 << 20  # per (grammar, vocabulary) and per kind
 _NO_ROWS = np.zeros(0, dtype=np.int64)
+#: A lazy lexer state's row: byte → slot, slot → global target, whether it accepts.
+LazyRow = tuple[bytes, tuple[int, ...], bool]
+#: Rows of lazy states kept per runtime (recomputed when evicted: they are pure).
+LAZY_ROW_BYTES = 32 << 20
 
 
 class Runtime:
@@ -43,18 +54,22 @@ class Runtime:
         self.grammar = grammar
         self.vocab = vocab
         self.positions = grammar.positions
-        # global lexer states: one block per terminal, 0 = dead
+        # global lexer states: one block per terminal, 0 = dead; only table terminals have
+        # their rows here, lazy ones (numbered after them) get theirs as the parse reaches
+        # them (`_lazy_row`)
         bases: list[int] = []
         total = 1
         for dfa in grammar.terminals:
             bases.append(total)
-            total += dfa.n_states - 1
+            total += dfa.n_states - 1 if isinstance(dfa, Dfa) else 0
         self.term_base = bases
         trans = np.zeros((total, 256), dtype=np.int32)
         acc = np.zeros(total, dtype=bool)
         lex_term = np.zeros(total, dtype=np.int64)
         lex_local = np.zeros(total, dtype=np.int64)
         for t, dfa in enumerate(grammar.terminals):
+            if not isinstance(dfa, Dfa):
+                continue
             base = bases[t]
             n = dfa.n_states - 1
             local = dfa.trans[1:]
@@ -65,9 +80,19 @@ class Runtime:
         self.lex_term: list[int] = lex_term.tolist()
         self.lex_local: list[int] = lex_local.tolist()
         self.trans = array("i", trans.tobytes())
-        # the same table as a 2-D view (no copy), for row lookups of several states at once
-        self.trans_rows = np.frombuffer(self.trans, dtype=np.int32).reshape(total, 256)
         self.acc = acc.tolist()
+        self.n_table = total  # lexer states below this come from table terminals
+        self._lazy_bases: list[int] = []  # global number of each lazy terminal's state 0
+        self._lazy_terms: list[int] = []
+        for t, dfa in enumerate(grammar.terminals):
+            if isinstance(dfa, LazyDfa):
+                self._lazy_bases.append(total)
+                self._lazy_terms.append(t)
+                self.term_base[t] = total + 1
+                total += dfa.n_states
+        self._lazy_rows: BoundedCache[int, LazyRow] = BoundedCache(
+            "lazy lexer rows", LAZY_ROW_BYTES
+        )
         self._expand: dict[Stack, tuple[dict[int, tuple[Stack, ...]], bool]] = {}
         self._completions: dict[tuple[Stack, int], tuple[Config, ...]] = {}
         self._step: dict[tuple[State, int], State] = {}
@@ -128,7 +153,7 @@ class Runtime:
 
     def completions(self, stack: Stack, lex: int) -> tuple[Config, ...]:
         """Configurations right after the lexeme of `lex` ends (its terminal shifted)."""
-        term = self.lex_term[lex]
+        term = self.term_of(lex)
         key = (stack, term)
         got = self._completions.get(key)
         if got is None:
@@ -150,20 +175,58 @@ class Runtime:
 
     # ------------------------------------------------------------ lexer side
 
+    def term_of(self, lex: int) -> int:
+        return self.lex_term[lex] if lex < self.n_table else self._lazy_of(lex)[0]
+
+    def local_of(self, lex: int) -> int:
+        return self.lex_local[lex] if lex < self.n_table else self._lazy_of(lex)[1]
+
+    def accepts(self, lex: int) -> bool:
+        return self.acc[lex] if lex < self.n_table else self._lazy_row(lex)[2]
+
+    def target(self, lex: int, byte: int) -> int:
+        if lex < self.n_table:
+            return self.trans[lex * 256 + byte]
+        classes, targets, _ = self._lazy_row(lex)
+        return targets[classes[byte]]
+
+    def _lazy_of(self, lex: int) -> tuple[int, int]:
+        i = bisect.bisect_right(self._lazy_bases, lex) - 1
+        return self._lazy_terms[i], lex - self._lazy_bases[i]
+
+    def _lazy_row(self, lex: int) -> LazyRow:
+        """A lazy state's row, compact: byte → slot (256 bytes), slot → global target."""
+        got = self._lazy_rows.get(lex)
+        if got is None:
+            term, local = self._lazy_of(lex)
+            dfa = cast("LazyDfa", self.grammar.terminals[term])
+            q = np.asarray([local])
+            targets, slots = np.unique(dfa.rows(q)[0], return_inverse=True)
+            base = lex - local
+            glob = tuple(int(t) + base if t else 0 for t in targets.tolist())
+            got = (slots.astype(np.uint8).tobytes(), glob, bool(dfa.acc(q)[0]))
+            self._lazy_rows.put(lex, got, 400 + 16 * len(glob))
+        return got
+
     def step(self, state: State, byte: int) -> State:
         key = (state, byte)
         got = self._step.get(key)
         if got is not None:
             return got
-        trans, acc = self.trans, self.acc
+        trans, acc, n_table = self.trans, self.acc, self.n_table
         out: set[Config] = set()
         for stack, lex in state:
-            nxt = trans[lex * 256 + byte]
+            if lex < n_table:
+                nxt = trans[lex * 256 + byte]
+                final = acc[lex]
+            else:
+                classes, targets, final = self._lazy_row(lex)
+                nxt = targets[classes[byte]]
             if nxt:
                 out.add((stack, nxt))
-            if acc[lex]:
+            if final:
                 for stack2, lex2 in self.completions(stack, lex):
-                    nxt = trans[lex2 * 256 + byte]
+                    nxt = self.target(lex2, byte)
                     if nxt:
                         out.add((stack2, nxt))
         if len(out) > MAX_CONFIGS:
@@ -198,8 +261,8 @@ class Runtime:
         if got is None:
             got = self.initial_accepts and state == self.initial
             for stack, lex in state:
-                if self.acc[lex]:
-                    term = self.lex_term[lex]
+                if self.accepts(lex):
+                    term = self.term_of(lex)
                     for nxt in self.expand(stack)[0].get(term, ()):
                         if self.expand(nxt)[1]:
                             got = True
@@ -216,8 +279,8 @@ class Runtime:
         if got is not None:
             return got
         stack, lex = config
-        term = self.lex_term[lex]
-        classes = _vocab.classify(self.vocab, self.grammar.terminals[term], self.lex_local[lex])
+        term = self.term_of(lex)
+        classes = _vocab.classify(self.vocab, self.grammar.terminals[term], self.local_of(lex))
         assert classes.packed is not None
         mask = classes.packed
         if classes.ranges is not None and len(classes.ranges):
@@ -229,7 +292,7 @@ class Runtime:
                 rows.append(self.event_rows(stack, lex, plan))
             if rows:
                 mask = mask | _vocab.pack_rows(self.vocab, np.concatenate(rows))
-        if self.acc[lex]:
+        if self.accepts(lex):
             for nxt in self.completions(stack, lex):
                 mask = mask | self.config_mask(nxt)
         return self._config_mask.put(config, mask, mask.nbytes + 200)
@@ -245,11 +308,11 @@ class Runtime:
         step = self.step
         memo = self._step
         lexes = [lex2 for _, lex2 in after]
-        if any(self.acc[lex2] for lex2 in lexes):  # a lexer that may end before any byte
+        if any(self.accepts(lex2) for lex2 in lexes):  # a lexer that may end before any byte
             alive = {b for b in plan.firsts if step(after, b)}
         else:  # every lexer has read nothing: a byte can follow iff one of them takes it
-            can = cast("list[bool]", self.trans_rows[lexes].any(axis=0).tolist())
-            alive = {b for b in plan.firsts if can[b]}
+            target = self.target
+            alive = {b for b in plan.firsts if any(target(lx, b) for lx in lexes)}
         if not alive:
             return _NO_ROWS
         vocab = self.vocab
@@ -278,8 +341,8 @@ class Runtime:
         col, rows, key = event
         out: list[np.ndarray] = []
         for stack2, lex2 in self.completions(stack, lex):
-            dfa = self.grammar.terminals[self.lex_term[lex2]]
-            w = _vocab.cached_walk(self.vocab, dfa, self.lex_local[lex2], col, rows, key)
+            dfa = self.grammar.terminals[self.term_of(lex2)]
+            w = _vocab.cached_walk(self.vocab, dfa, self.local_of(lex2), col, rows, key)
             out.append(w.accepted)
             for ev in w.events:
                 out.append(self.rows_after(stack2, lex2, ev))

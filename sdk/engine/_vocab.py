@@ -22,6 +22,7 @@ import numpy as np
 from .._cache import BoundedCache
 from . import _automata as au
 from . import _trie
+from ._lazy import LazyDfa
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,20 +113,32 @@ _row_keys = itertools.count(1)
 WALK_CACHE_BYTES = 160 << 20
 
 
-def classify(vocab: Vocab, dfa: au.Dfa, state: int) -> Walk:
+def classify(vocab: Vocab, dfa: au.AnyDfa, state: int) -> Walk:
     """The stack-independent split of the whole vocabulary at one lexer state (cached)."""
     return cached_walk(vocab, dfa, state, 0, None, 0)
 
 
+def window_depth(vocab: Vocab) -> int:
+    """Bytes of a lazy automaton a walk can see: a token is never longer than the matrix."""
+    return int(vocab.matrix.shape[1]) + 2
+
+
 def cached_walk(
-    vocab: Vocab, dfa: au.Dfa, state: int, col: int, rows: np.ndarray | None, rows_key: int
+    vocab: Vocab, dfa: au.AnyDfa, state: int, col: int, rows: np.ndarray | None, rows_key: int
 ) -> Walk:
     """`walk`, memoised across grammars: row sets are named by the key of the event that
-    produced them, so the same boundary crossing is never walked twice."""
+    produced them, so the same boundary crossing is never walked twice. A lazy automaton is
+    walked on the window of states a token can reach."""
     cache = _per_vocab(_walk_cache, vocab, "vocabulary walks", WALK_CACHE_BYTES)
-    key = (state_key(dfa, state), col, rows_key)
+    if isinstance(dfa, LazyDfa):
+        depth = window_depth(vocab)
+        key = ((dfa.serial, dfa.key(state, depth)), col, rows_key)
+    else:
+        key = (state_key(dfa, state), col, rows_key)
     got = cache.get(key)
     if got is None:
+        if isinstance(dfa, LazyDfa):
+            dfa, state = dfa.window(state, window_depth(vocab)), 1
         if rows is not None and len(rows) > BUCKET_MIN_ROWS and rows_key:
             # a big boundary event (tokens after a whitespace run, say) meets many follow-up
             # terminals: look only at the rows whose next byte this state takes

@@ -55,7 +55,7 @@ class CompiledGrammar:
     def __init__(
         self,
         lark_text: str,
-        terminals: list[au.Dfa],
+        terminals: list[au.AnyDfa],
         terminal_names: list[str],
         positions: list[Position],
         rule_names: list[str],
@@ -143,7 +143,7 @@ class _Builder:
         self.text = text
         self.start = start
         self.term_ids: dict[Any, int] = {}  # AST or name -> id
-        self.terminals: list[au.Dfa] = []
+        self.terminals: list[au.AnyDfa] = []
         self.term_names: list[str] = []
         self.term_defs: dict[str, Tree] = {}
         self.rule_ids: dict[str, int] = {}
@@ -372,11 +372,11 @@ class _Builder:
                 self.terminals.append(dfa.without_empty())
                 self.term_names.append(name)
             tid = self.term_ids[key2]
-        if self.terminals[tid].n_states > 1 and self.terminals[tid].trans[1].any():
+        if self.terminals[tid].n_states > 1 and self.terminals[tid].first.any():
             nfa.edges[s].append((("T", tid), e))
 
 
-_ast_cache: BoundedCache[rx.Node, au.Dfa] = BoundedCache("terminal DFAs", 128 << 20)
+_ast_cache: BoundedCache[rx.Node, au.AnyDfa] = BoundedCache("terminal DFAs", 128 << 20)
 
 #: One definition per line, as the schema compiler writes them (`name: ...`, `NAME.2: ...`).
 _DEFINITION_LINE = re.compile(r"[?!]?[A-Za-z_][A-Za-z_0-9]*(?:\.-?[0-9]+)?\s*:")
@@ -417,11 +417,11 @@ def _load_definitions(gb: GrammarBuilder, text: str) -> None:
         gb._define(*d)
 
 
-def _compile_ast(ast: rx.Node) -> au.Dfa:
+def _compile_ast(ast: rx.Node) -> au.AnyDfa:
     dfa = _ast_cache.get(ast)
     if dfa is None:
         dfa = au.compile_node(ast)
-        _ast_cache.put(ast, dfa, 2 * dfa.trans.nbytes + 512)  # + its `table` copy
+        _ast_cache.put(ast, dfa, au.cache_size(dfa))
     return dfa
 
 

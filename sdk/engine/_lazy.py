@@ -1,0 +1,386 @@
+"""Automata too big to tabulate, built on demand.
+
+A string with `maxLength: 65535` is a counted repeat of ~10^6 DFA states, a 1 GB dense table,
+of which one generation visits a few hundred. A `LazyDfa` numbers its states like a `Dfa`
+(0 dead, 1 the start, every other state live: it can complete) but computes rows only when
+asked, vectorised over many states at once. Nothing downstream sees a partial table:
+
+- the runtime copies rows into its global table as the parse reaches states;
+- vocabulary walks run on `window(state, depth)`, the exact table of every state within
+  `depth` bytes of `state` (a token is never longer), and are cached by `key(state, horizon)`:
+  states whose windows are the same automaton (the middle of a long string) share one walk.
+
+Only constructions that keep every state live are lazy: counted repeats of a prefix-free item,
+concatenation where an accepting state of the first part never takes a first byte of the
+second, alternation with disjoint first bytes, and the empty string removed. Everything else
+(products, subset construction, minimisation) needs the table: `materialize()` gives it when it
+is small enough, else `TooComplexError`.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Hashable
+
+import numpy as np
+
+from ..errors import TooComplexError
+from ._dfa import Dfa, next_serial
+
+__all__ = ["LazyDfa", "alternation", "concatenation", "counted", "materialize", "table_of"]
+
+
+class LazyDfa:
+    """States and rows on demand; `n_states` counts them all (the dead state included)."""
+
+    n_states: int
+    nullable: bool
+
+    def __init__(self) -> None:
+        self.serial = next_serial()
+
+    # -- what each construction defines
+
+    def rows(self, qs: np.ndarray) -> np.ndarray:
+        """int64 [len(qs), 256]: the rows of states `qs` (0 < q < n_states)."""
+        raise NotImplementedError
+
+    def acc(self, qs: np.ndarray) -> np.ndarray:
+        """bool [len(qs)]: which of `qs` accept."""
+        raise NotImplementedError
+
+    def key(self, q: int, horizon: int) -> Hashable:
+        """Equal keys (in one automaton): the states' windows of up to `horizon` bytes are the
+        same automaton, so every walk from them gives the same tokens."""
+        raise NotImplementedError
+
+    @property
+    def first(self) -> np.ndarray:
+        """bool [256]: the bytes the start state takes."""
+        raise NotImplementedError
+
+    @property
+    def final_out(self) -> np.ndarray:
+        """bool [256]: the bytes some accepting state takes (a superset is safe)."""
+        raise NotImplementedError
+
+    # -- derived
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.nullable and not bool(self.first.any())
+
+    def matches(self, data: bytes) -> bool:
+        q = 1
+        for b in data:
+            q = int(self.rows(np.asarray([q]))[0, b])
+            if q == 0:
+                return False
+        return bool(self.acc(np.asarray([q]))[0])
+
+    def without_empty(self) -> LazyDfa | Dfa:
+        if not self.nullable:
+            return self
+        if not self.first.any():
+            return Dfa(np.zeros((2, 256), dtype=np.int32), np.zeros(2, dtype=bool))
+        return _NonEmpty(self)
+
+    def window(self, q: int, depth: int) -> Dfa:
+        """The table of the states within `depth` bytes of `q`, `q` renumbered 1. States at
+        exactly `depth` keep their acceptance but have no moves: a walk of at most
+        `depth - 1` bytes from the start never reads their rows."""
+        levels = [np.asarray([q], dtype=np.int64)]
+        computed: list[np.ndarray] = []
+        seen = {q}
+        frontier = levels[0]
+        for _ in range(depth):
+            rows = self.rows(frontier)
+            computed.append(rows)
+            targets = np.unique(rows[rows != 0]).tolist()
+            new = [t for t in targets if t not in seen]
+            if not new:
+                break
+            seen.update(new)
+            frontier = np.asarray(new, dtype=np.int64)
+            levels.append(frontier)
+        states = np.concatenate(levels)
+        order = np.argsort(states, kind="stable")
+        ordered = states[order]
+        table = np.zeros((len(states) + 1, 256), dtype=np.int32)
+        done = np.concatenate(computed)
+        idx = np.minimum(np.searchsorted(ordered, done), len(states) - 1)
+        table[1 : 1 + len(done)] = np.where(done != 0, order[idx] + 1, 0)
+        accepting = np.zeros(len(states) + 1, dtype=bool)
+        accepting[1:] = self.acc(states)
+        return Dfa(table, accepting)
+
+
+def materialize(d: LazyDfa | Dfa, limit: int) -> Dfa:
+    """The whole table (every state a lazy automaton numbers), or `TooComplexError` above
+    `limit` states."""
+    if isinstance(d, Dfa):
+        return d
+    if d.n_states > limit:
+        raise TooComplexError(f"automaton exceeds {limit} DFA states")
+    qs = np.arange(1, d.n_states, dtype=np.int64)
+    trans = np.zeros((d.n_states, 256), dtype=np.int32)
+    accepting = np.zeros(d.n_states, dtype=bool)
+    for lo in range(0, len(qs), 4096):
+        part = qs[lo : lo + 4096]
+        trans[part] = d.rows(part)
+        accepting[part] = d.acc(part)
+    return Dfa(trans, accepting)
+
+
+def _shift(rows: np.ndarray, by: int) -> np.ndarray:
+    return np.where(rows != 0, rows + by, 0)
+
+
+class _Table(LazyDfa):
+    """A table DFA as a part of a lazy one."""
+
+    def __init__(self, dfa: Dfa) -> None:
+        super().__init__()
+        self.dfa = dfa
+        self.n_states = dfa.n_states
+        self.nullable = dfa.nullable
+
+    def rows(self, qs: np.ndarray) -> np.ndarray:
+        return self.dfa.trans[qs].astype(np.int64)
+
+    def acc(self, qs: np.ndarray) -> np.ndarray:
+        return np.asarray(self.dfa.accepting[qs])
+
+    def key(self, q: int, horizon: int) -> Hashable:
+        return q
+
+    @property
+    def first(self) -> np.ndarray:
+        return self.dfa.first
+
+    @property
+    def final_out(self) -> np.ndarray:
+        return np.asarray((self.dfa.trans[self.dfa.accepting] != 0).any(axis=0))
+
+
+def table_of(d: LazyDfa | Dfa) -> LazyDfa:
+    return d if isinstance(d, LazyDfa) else _Table(d)
+
+
+class _Counted(LazyDfa):
+    """`X{lo,hi}` for a prefix-free X (no accepting state moves, the start is never
+    re-entered): state (k, p) is "k items done, inside the next at X's p-th non-accepting
+    state", numbered 1 + k * width + p; the last one, (hi, 0), has no moves. The same numbering
+    as the table `_automata._counted_repeat` builds, so `materialize` gives that table."""
+
+    def __init__(self, item: Dfa, lo: int, hi: int) -> None:
+        super().__init__()
+        acc = item.accepting
+        inner = [q for q in range(1, item.n_states) if not acc[q]]
+        self.width = width = len(inner)
+        pos = np.zeros(item.n_states, dtype=np.int64)
+        inc = np.zeros(item.n_states, dtype=np.int64)
+        pos[inner] = np.arange(width)
+        inc[np.nonzero(acc)[0]] = 1  # an item is complete: its start again, one count up
+        sub = item.trans[inner]
+        self.live = sub != 0
+        self.target = pos[sub]
+        self.inc = inc[sub]
+        self.lo, self.hi = lo, hi
+        self.n_states = hi * width + 2
+        self.nullable = lo == 0
+
+    def _split(self, qs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        k, p = np.divmod(np.asarray(qs, dtype=np.int64) - 1, self.width)
+        return k, p
+
+    def rows(self, qs: np.ndarray) -> np.ndarray:
+        k, p = self._split(qs)
+        out = np.where(
+            self.live[p], 1 + (k[:, None] + self.inc[p]) * self.width + self.target[p], 0
+        )
+        out[k >= self.hi] = 0
+        return out
+
+    def acc(self, qs: np.ndarray) -> np.ndarray:
+        k, p = self._split(qs)
+        return np.asarray((p == 0) & (k >= self.lo) & (k <= self.hi))
+
+    def key(self, q: int, horizon: int) -> Hashable:
+        # Within `horizon` bytes at most `horizon` items complete: what the window sees of the
+        # bounds is how far they are, up to horizon + 1 ("out of sight").
+        k, p = divmod(q - 1, self.width)
+        return (p, min(max(self.lo - k, 0), horizon + 1), min(max(self.hi - k, 0), horizon + 1))
+
+    @property
+    def first(self) -> np.ndarray:
+        return np.asarray(self.live[0]) if self.hi > 0 else np.zeros(256, dtype=bool)
+
+    @property
+    def final_out(self) -> np.ndarray:
+        return np.asarray(self.live[0]) if self.lo < self.hi else np.zeros(256, dtype=bool)
+
+
+class _Concat(LazyDfa):
+    """A·B where no accepting state of A takes a first byte of B: A's states, then B's but its
+    start (numbered after A's); an accepting state of A also takes B's first moves."""
+
+    def __init__(self, a: LazyDfa, b: LazyDfa) -> None:
+        super().__init__()
+        self.a, self.b = a, b
+        self.off = a.n_states - 1  # B's state j > 0 is off + j
+        self.n_states = a.n_states + b.n_states - 1
+        self.nullable = a.nullable and b.nullable
+        self.b_start = _shift(b.rows(np.asarray([1]))[0], self.off)
+
+    def rows(self, qs: np.ndarray) -> np.ndarray:
+        qs = np.asarray(qs, dtype=np.int64)
+        out = np.zeros((len(qs), 256), dtype=np.int64)
+        in_a = qs < self.a.n_states
+        if in_a.any():
+            qa = qs[in_a]
+            ra = self.a.rows(qa)
+            glue = self.a.acc(qa)
+            ra[glue] = np.where(ra[glue] != 0, ra[glue], self.b_start[None, :])
+            out[in_a] = ra
+        if not in_a.all():
+            out[~in_a] = _shift(self.b.rows(qs[~in_a] - self.off), self.off)
+        return out
+
+    def acc(self, qs: np.ndarray) -> np.ndarray:
+        qs = np.asarray(qs, dtype=np.int64)
+        out = np.zeros(len(qs), dtype=bool)
+        in_a = qs < self.a.n_states
+        if in_a.any() and self.b.nullable:
+            out[in_a] = self.a.acc(qs[in_a])
+        if not in_a.all():
+            out[~in_a] = self.b.acc(qs[~in_a] - self.off)
+        return out
+
+    def key(self, q: int, horizon: int) -> Hashable:
+        if q < self.a.n_states:
+            return ("a", self.a.key(q, horizon))
+        return ("b", self.b.key(q - self.off, horizon))
+
+    @property
+    def first(self) -> np.ndarray:
+        return self.a.first | self.b.first if self.a.nullable else self.a.first
+
+    @property
+    def final_out(self) -> np.ndarray:
+        out = self.b.final_out
+        return out | self.a.final_out | self.b.first if self.b.nullable else out
+
+
+class _Alternation(LazyDfa):
+    """A|B|... with pairwise disjoint first bytes: a fresh start whose row is the sum of the
+    parts' start rows, then each part's states but its start."""
+
+    def __init__(self, parts: list[LazyDfa]) -> None:
+        super().__init__()
+        self.parts = parts
+        offs = [1]
+        for p in parts:
+            offs.append(offs[-1] + p.n_states - 1)
+        self.offs = offs  # part i's state j > 0 is offs[i] + j
+        self.n_states = offs[-1] + 1
+        self.nullable = any(p.nullable for p in parts)
+        start = np.zeros(256, dtype=np.int64)
+        for p, off in zip(parts, offs, strict=False):
+            start += _shift(p.rows(np.asarray([1]))[0], off)
+        self.start = start
+
+    def _part(self, qs: np.ndarray) -> np.ndarray:
+        return np.searchsorted(np.asarray(self.offs[1:]), qs, side="left")
+
+    def rows(self, qs: np.ndarray) -> np.ndarray:
+        qs = np.asarray(qs, dtype=np.int64)
+        out = np.zeros((len(qs), 256), dtype=np.int64)
+        out[qs == 1] = self.start
+        which = self._part(qs)
+        for i in np.unique(which[qs > 1]).tolist():
+            sel = (qs > 1) & (which == i)
+            out[sel] = _shift(self.parts[i].rows(qs[sel] - self.offs[i]), self.offs[i])
+        return out
+
+    def acc(self, qs: np.ndarray) -> np.ndarray:
+        qs = np.asarray(qs, dtype=np.int64)
+        out = np.zeros(len(qs), dtype=bool)
+        out[qs == 1] = self.nullable
+        which = self._part(qs)
+        for i in np.unique(which[qs > 1]).tolist():
+            sel = (qs > 1) & (which == i)
+            out[sel] = self.parts[i].acc(qs[sel] - self.offs[i])
+        return out
+
+    def key(self, q: int, horizon: int) -> Hashable:
+        if q == 1:
+            return ("start",)
+        i = bisect.bisect_left(self.offs, q, 1) - 1  # offs[i] < q <= offs[i + 1]
+        return (i, self.parts[i].key(q - self.offs[i], horizon))
+
+    @property
+    def first(self) -> np.ndarray:
+        return np.asarray(self.start != 0)
+
+    @property
+    def final_out(self) -> np.ndarray:
+        out = np.zeros(256, dtype=bool)
+        for p in self.parts:
+            out |= p.final_out
+        return out | self.first if self.nullable else out
+
+
+class _NonEmpty(LazyDfa):
+    """The language minus the empty string: a fresh, non-accepting start with the old start's
+    moves (which it has: see `without_empty`), then the old states shifted by one."""
+
+    def __init__(self, inner: LazyDfa) -> None:
+        super().__init__()
+        self.inner = inner
+        self.n_states = inner.n_states + 1
+        self.nullable = False
+
+    def rows(self, qs: np.ndarray) -> np.ndarray:
+        qs = np.asarray(qs, dtype=np.int64)
+        return _shift(self.inner.rows(np.where(qs == 1, 1, qs - 1)), 1)
+
+    def acc(self, qs: np.ndarray) -> np.ndarray:
+        qs = np.asarray(qs, dtype=np.int64)
+        return np.asarray(self.inner.acc(np.where(qs == 1, 1, qs - 1)) & (qs != 1))
+
+    def key(self, q: int, horizon: int) -> Hashable:
+        return ("start",) if q == 1 else ("in", self.inner.key(q - 1, horizon))
+
+    @property
+    def first(self) -> np.ndarray:
+        return self.inner.first
+
+    @property
+    def final_out(self) -> np.ndarray:
+        return self.inner.final_out
+
+
+def counted(item: Dfa, lo: int, hi: int) -> LazyDfa:
+    """`item{lo,hi}`; the item must be trimmed, not nullable and prefix-free, its start never
+    re-entered (what `_automata._counted_repeat` checks)."""
+    return _Counted(item, lo, hi)
+
+
+def concatenation(a: LazyDfa | Dfa, b: LazyDfa | Dfa) -> LazyDfa | None:
+    """A·B when no accepting state of A takes a first byte of B, else None."""
+    la, lb = table_of(a), table_of(b)
+    if (la.final_out & lb.first).any():
+        return None
+    return _Concat(la, lb)
+
+
+def alternation(parts: list[LazyDfa | Dfa]) -> LazyDfa | None:
+    """A|B|... when the parts' first bytes are pairwise disjoint, else None."""
+    lazy = [table_of(p) for p in parts]
+    seen = np.zeros(256, dtype=bool)
+    for p in lazy:
+        if (seen & p.first).any():
+            return None
+        seen |= p.first
+    return _Alternation(lazy)

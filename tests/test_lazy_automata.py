@@ -1,0 +1,226 @@
+"""Lazy automata: terminals too big to tabulate (a string with `maxLength: 65535`) are built on
+demand, with the same languages as tables, exact windows for vocabulary walks, sound sharing
+keys, and exact masks end to end."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from sdk.engine import CompiledGrammar, Matcher
+from sdk.engine import _automata as au
+from sdk.engine import _regex as rx
+from sdk.engine._lazy import LazyDfa, materialize
+from sdk.errors import TooComplexError
+
+_ATOMS = st.sampled_from(["a", "b", "[ab]", "[^a]", "é", "ab", "(?:a|ab)", "b*", "a?", "\\\\[ab]"])
+
+
+def _regexes() -> st.SearchStrategy[str]:
+    def extend(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+        return st.one_of(
+            st.tuples(inner, inner).map(lambda t: t[0] + t[1]),
+            st.tuples(inner, inner).map(lambda t: f"(?:{t[0]}|{t[1]})"),
+            st.tuples(inner, st.integers(0, 3), st.integers(0, 9)).map(
+                lambda t: f"(?:{t[0]}){{{t[1]},{t[1] + t[2]}}}"
+            ),
+            st.tuples(st.booleans(), inner, inner).map(
+                lambda t: f"(?{'!' if t[0] else '='}{t[1]}){t[2]}"
+            ),
+        )
+
+    inner = st.recursive(_ATOMS, extend, max_leaves=4)
+    # what lazy automata are built from: a counted repeat between fixed parts, alternatives
+    # with distinct first bytes, and the empty string taken out (a nullable terminal)
+    counted = st.tuples(
+        st.sampled_from(["", '"', "c", "c?"]),
+        inner,
+        st.integers(0, 3),
+        st.integers(1, 9),
+        st.sampled_from(["", '"', "c", "d*"]),
+    ).map(lambda t: f"{t[0]}(?:{t[1]}){{{t[2]},{t[2] + t[3]}}}{t[4]}")
+    sides = st.tuples(counted, counted).map(lambda t: f"(?:x{t[0]}|y{t[1]})")
+    return st.one_of(inner, counted, sides)
+
+
+def _lazy_and_table(pattern: str) -> tuple[au.AnyDfa, au.Dfa]:
+    node = rx.parse(pattern)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(au, "DIRECT_WEIGHT", 0)  # build from parts wherever possible
+        mp.setattr(au, "LAZY_MIN_STATES", 0)  # every counted repeat lazy
+        lazy = au.compile_node(node)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(au, "DIRECT_WEIGHT", 10**9)  # one NFA, subset construction
+        mp.setattr(au, "LAZY_MIN_STATES", 10**9)
+        try:
+            table = au.compile_node(node)
+        except TooComplexError:  # nested counts: the reference itself gives up
+            assume(False)
+            raise
+    assert isinstance(table, au.Dfa)
+    return lazy, table
+
+
+def _run(d: LazyDfa, q: int, data: bytes) -> tuple[list[bool], list[bool]]:
+    """(alive, accepting) after each prefix of `data`, from state q."""
+    alive, accepting = [], []
+    for k in range(len(data) + 1):
+        if k:
+            q = int(d.rows(np.asarray([q]))[0, data[k - 1]])
+        alive.append(q != 0)
+        accepting.append(bool(q) and bool(d.acc(np.asarray([q]))[0]))
+        if not q:
+            break
+    return alive, accepting
+
+
+@given(pattern=_regexes(), data=st.data())
+@settings(max_examples=150, deadline=None)
+def test_lazy_automata_have_the_languages_of_tables(pattern: str, data: st.DataObject) -> None:
+    """Lazy construction against subset construction on random regexes: equal languages
+    (products both ways empty, through `materialize`), agreeing on strings, and every state
+    of the lazy automaton live (it can still complete) as exact masks need."""
+    lazy, table = _lazy_and_table(pattern)
+    assert au.product(lazy, table, negate_b=True).is_empty, pattern
+    assert au.product(table, lazy, negate_b=True).is_empty, pattern
+    lazy_plus, table_plus = lazy.without_empty(), table.without_empty()
+    assert not lazy_plus.nullable and not lazy_plus.matches(b"")
+    assert au.product(lazy_plus, table_plus, negate_b=True).is_empty, pattern
+    assert au.product(table_plus, lazy_plus, negate_b=True).is_empty, pattern
+    s = data.draw(st.text(alphabet='abcdxy"\\é', max_size=12))
+    expected = re.fullmatch(pattern, s) is not None
+    assert lazy.matches(s.encode()) == expected == table.matches(s.encode()), (pattern, s)
+    if isinstance(lazy, LazyDfa) and not lazy.is_empty:
+        full = materialize(lazy, 10**6)
+        for q in _reachable(full, 1):  # every state the start reaches can still finish
+            assert full.accepting[list(_reachable(full, q))].any(), (pattern, q)
+
+
+def _reachable(d: au.Dfa, q: int) -> set[int]:
+    seen, todo = {q}, [q]
+    while todo:
+        x = todo.pop()
+        for t in set(d.trans[x].tolist()) - {0} - seen:
+            seen.add(t)
+            todo.append(t)
+    return seen
+
+
+@given(pattern=_regexes(), data=st.data())
+@settings(max_examples=100, deadline=None)
+def test_windows_are_exact_and_equal_keys_share_them(pattern: str, data: st.DataObject) -> None:
+    """A window of depth h is the automaton itself for every string shorter than h; states
+    with equal keys see the same thing within the horizon (so their walks may be shared)."""
+    lazy, _ = _lazy_and_table(pattern)
+    if not isinstance(lazy, LazyDfa) or lazy.n_states > 3000:
+        return
+    depth = 6
+    q = data.draw(st.sampled_from(range(1, lazy.n_states)))
+    window = lazy.window(q, depth)
+    same = [r for r in range(1, lazy.n_states) if lazy.key(r, depth) == lazy.key(q, depth)]
+    r = data.draw(st.sampled_from(same))
+    rng = random.Random(data.draw(st.integers(0, 2**32)))
+    for _ in range(20):  # random walks along live moves: every byte of them matters
+        s, x = bytearray(), q
+        while len(s) < depth - 1:
+            row = lazy.rows(np.asarray([x]))[0]
+            live = np.nonzero(row)[0].tolist()
+            if not live:
+                break
+            s.append(rng.choice(live))
+            x = int(row[s[-1]])
+        s.append(rng.randrange(256))  # and one byte past, live or not
+        assert _run(lazy, q, bytes(s)) == _run_table(window, 1, bytes(s)), (pattern, q, s)
+        assert _run(lazy, q, bytes(s)) == _run(lazy, r, bytes(s)), (pattern, q, r, s)
+
+
+def _run_table(d: au.Dfa, q: int, data: bytes) -> tuple[list[bool], list[bool]]:
+    alive, accepting = [], []
+    for k in range(len(data) + 1):
+        if k:
+            q = int(d.trans[q, data[k - 1]])
+        alive.append(q != 0)
+        accepting.append(bool(q) and bool(d.accepting[q]))
+        if not q:
+            break
+    return alive, accepting
+
+
+def test_tables_are_kept_below_the_lazy_threshold() -> None:
+    """Lazy automata are only for what a table cannot hold: ordinary lengths stay tables, and
+    a table-only construction over a huge one is refused with a typed error."""
+    assert isinstance(au.compile_regex(f"[a-z]{{0,{au.LAZY_MIN_STATES // 2}}}"), au.Dfa)
+    huge = au.compile_regex(r"[a-z]{0,500000}")
+    assert isinstance(huge, LazyDfa) and huge.n_states > au.MAX_DFA_STATES
+    assert huge.matches(b"abc") and not huge.matches(b"abC")
+    last = huge.n_states - 1  # 500,000 letters read: only the end is left
+    assert huge.acc(np.asarray([last]))[0] and not huge.rows(np.asarray([last])).any()
+    with pytest.raises(TooComplexError, match="DFA states"):
+        au.product(huge, au.compile_regex("a+"))
+
+
+MAX = 10_000  # 14 states per character: a 140,000-state table, over the cap
+
+
+@pytest.fixture(scope="module")
+def long_string_grammar() -> CompiledGrammar:
+    schema = {
+        "type": "object",
+        "properties": {"note": {"type": "string", "maxLength": MAX}, "n": {"type": "integer"}},
+        "required": ["note", "n"],
+    }
+    grammar = CompiledGrammar.from_schema(schema)
+    assert any(isinstance(t, LazyDfa) for t in grammar.terminals)
+    return grammar
+
+
+def _doc(note: str) -> str:
+    return json.dumps({"note": note, "n": 7}, separators=(",", ":"), ensure_ascii=False)
+
+
+def _walk(grammar: CompiledGrammar, tokenizer: Any, index: Any, text: str) -> Matcher | None:
+    m = Matcher(grammar, index)
+    for tid in tokenizer.encode(text, add_special_tokens=False):
+        if not m.mask()[tid]:
+            return None
+        m.advance(tid)
+    return m
+
+
+def test_a_string_too_long_to_tabulate_is_enforced_exactly(
+    long_string_grammar: CompiledGrammar, smollm2_tokenizer: Any, smollm2_index: Any
+) -> None:
+    """maxLength 10,000 compiles (it used to be refused), the longest value is accepted token
+    by token with its mask, one more character is refused, and the masks at the boundary are
+    exactly the set of tokens `advance` accepts."""
+    grammar = long_string_grammar
+    body = "ab é\n" * (MAX // 5)
+    done = _walk(grammar, smollm2_tokenizer, smollm2_index, _doc(body))
+    assert done is not None and done.is_accepting()
+    assert _walk(grammar, smollm2_tokenizer, smollm2_index, _doc(body + "x")) is None
+    # memory follows the visited states, not the automaton's 140,000
+    rt = done._rt
+    assert len(rt._lazy_rows) < 3 * len(_doc(body).encode())
+    # at the boundary: a few characters short of the limit, every token tried on its own
+    m = Matcher(grammar, smollm2_index)
+    m.advance_bytes(_doc(body[:-3])[: -len('","n":7}')].encode())
+    got = m.mask()
+    want = np.zeros_like(got)
+    for tid, data in enumerate(smollm2_index.token_bytes):
+        if data and tid not in smollm2_index.eos_ids:
+            want[tid] = m.fork().try_advance(tid)
+    assert np.array_equal(got, want)
+    letters = [
+        (len(b), bool(got[t]))
+        for t, b in enumerate(smollm2_index.token_bytes)
+        if b and b.isalpha() and b.isascii() and len(b) <= 6
+    ]
+    assert max(n for n, ok in letters if ok) == 3  # three characters are left
+    assert any(n == 4 for n, ok in letters if not ok)
