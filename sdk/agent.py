@@ -10,6 +10,9 @@ the run with its text, or with its JSON validated into `output_type`.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
+import functools
 import json
 import logging
 import math
@@ -199,6 +202,22 @@ class _Options:
     prepare: PrepareTools | None = None
 
 
+_DECODE_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+_DECODE_POOL_LOCK = threading.Lock()
+
+
+async def _in_decode_thread(fn: Callable[..., T], *args: Any) -> T:
+    """`asyncio.to_thread` on a pool of its own: the default executor has cores + 4 threads
+    (6 on 2 cores), which would cap how many concurrent turns a batched model can serve."""
+    global _DECODE_POOL
+    with _DECODE_POOL_LOCK:
+        if _DECODE_POOL is None:
+            _DECODE_POOL = concurrent.futures.ThreadPoolExecutor(64, "sdk-decode")
+    ctx = contextvars.copy_context()  # tracing spans and the like follow the turn
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_DECODE_POOL, functools.partial(ctx.run, fn, *args))
+
+
 @dataclass
 class _Run:
     """Mutable state of one run."""
@@ -216,6 +235,9 @@ class _Run:
     limits: UsageLimits | None = None
     prepare: PrepareTools | None = None
     offered: dict[str, Any] = field(default_factory=dict)  # this turn's tools
+    # Set when the run's task is cancelled: its worker thread stops at the next token (and a
+    # batched model frees the turn's row) instead of generating to max_tokens unobserved.
+    cancel: threading.Event = field(default_factory=threading.Event)
 
 
 class Agent(Generic[OutputT]):
@@ -619,7 +641,11 @@ class Agent(Generic[OutputT]):
         resolved = self._backend
         remote = _is_remote(resolved) if resolved is not None else _is_remote_spec(self._model_spec)
         if not remote:  # local decoding is CPU/GPU bound: a worker thread
-            return await asyncio.to_thread(self._generate, run, tool_choice)
+            try:
+                return await _in_decode_thread(self._generate, run, tool_choice)
+            except asyncio.CancelledError:
+                run.cancel.set()
+                raise
         backend = cast(RemoteBackend, self.model)
         request, grammar = self._request(run, tool_choice)
         try:
@@ -698,6 +724,7 @@ class Agent(Generic[OutputT]):
                 gate=turn.gate,
                 heal=self.token_healing,
                 on_progress=stream,
+                cancel=run.cancel,
             )
         except UnexpectedModelBehavior as exc:
             exc.messages = list(run.messages)
@@ -1117,8 +1144,8 @@ class Agent(Generic[OutputT]):
         `FinalResult`. A failing run raises its error from the iterator. Calls run only once
         complete and validated, exactly as in `run`, which returns the same result.
 
-        Leaving the loop early cancels the run between model turns (a turn being generated
-        finishes in its worker thread first).
+        Leaving the loop early cancels the run; a turn being generated stops at its next
+        token.
         """
         options = _Options(max_steps, settings, usage_limits, prepare_tools)
         async for event in self._stream(prompt, message_history, deps, options):

@@ -510,3 +510,19 @@ def test_bfcl_runner_modes_on_a_scripted_model(smollm2_tokenizer: Any) -> None:
     assert cut.truncated and cut.calls_lost == 1 and cut.n_calls == 1 and cut.called
     assert not cut.all_correct and cut.tokens < budget
     assert first.startswith(cut.text) and cut.text.endswith("</tool_call>")
+
+
+def test_concurrency_bench_compares_the_modes_on_the_real_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python -m sdk.bench concurrency`: both modes per wave size, outputs compared, the KV
+    memory a row adds, and a soak that leaves the batch empty."""
+    out = tmp_path / "concurrency.jsonl"
+    argv = ["concurrency", "--runs", "2", "--max-tokens", "48", "--soak", "2"]
+    assert bench_main([*argv, "--json-out", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["mode"], r["runs"]) for r in rows] == [("one-at-a-time", 2), ("batched", 2)]
+    assert rows[-1]["identical"] == "2/2" and rows[-1]["speedup"] > 0
+    text = capsys.readouterr().out
+    assert "KV memory: peak" in text and "soak: 2 runs" in text
+    assert "'rows': 0" in text  # the soak's batch emptied

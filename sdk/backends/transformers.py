@@ -7,8 +7,10 @@ Hermes style (`ToolCallFormat.tools_prompt`) and results come back as a user tur
 `<tool_response>` tags, which is how Hermes-format models were trained. Tokenizers without
 any template (GGUF conversions such as Gemma-3's) get a built-in Gemma or ChatML one.
 
-Decoding keeps the KV cache of the previous turn: the next turn's prompt usually extends it (the
+Decoding keeps the KV caches of finished turns: the next turn's prompt usually extends one (the
 same conversation plus the assistant reply and tool results), so only the new suffix is run.
+Concurrent turns (runs gathered with asyncio, requests of a server) share forward passes:
+`sdk.backends._batching` puts them in one batched KV cache (continuous batching).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sdk._memo import per_object
+from sdk.backends._batching import BatchScheduler, batchable
 from sdk.decoding.call_style import CallStyle
 from sdk.decoding.formats import CallFormat
 from sdk.decoding.generate import TurnRequest
@@ -245,14 +248,28 @@ class TransformersModel:
     """A `transformers` causal LM + its tokenizer, driven token by token with a KV cache.
 
     `num_threads` is the torch thread count used while decoding on CPU (restored afterwards);
-    None picks half the cores. Sessions are serialized per model by a lock.
+    None picks half the cores. `max_batch`: how many concurrent turns share one forward pass
+    (continuous batching; each keeps its own grammar, sampling and forced tokens, and computes
+    what it would alone). With 1, or for models whose cache has sliding-window layers
+    (Gemma-3), turns take turns behind a lock.
     """
 
-    def __init__(self, model: Any, tokenizer: Any, *, num_threads: int | None = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        num_threads: int | None = None,
+        max_batch: int = 8,
+    ) -> None:
+        from sdk._settings import check_int
+
         self.model = model
         self.tokenizer = tokenizer
         self.num_threads = num_threads
+        self.max_batch = check_int("max_batch", max_batch, 1)
         self._index: TokenizerIndex | None = None
+        self._scheduler: BatchScheduler | None = None
         self._lock = threading.Lock()
         self._last: tuple[list[int], Any] | None = None  # (ids in the cache, cache)
         params = inspect.signature(model.forward).parameters
@@ -282,8 +299,58 @@ class TransformersModel:
     def render(self, request: TurnRequest) -> list[int]:
         return encode_prompt(self.tokenizer, render_prompt(self.tokenizer, request))
 
-    def begin_turn(self, request: TurnRequest) -> _HFSession:
-        return _HFSession(self, self.render(request))
+    def begin_turn(self, request: TurnRequest) -> _HFSession | _BatchedSession:
+        scheduler = self.scheduler
+        if scheduler is None:
+            return _HFSession(self, self.render(request))
+        row = scheduler.open([])  # announced before rendering: a join may wait for it
+        try:
+            row.prompt = self.render(request)
+        except BaseException:
+            scheduler.close(row)
+            raise
+        return _BatchedSession(scheduler, row)
+
+    @property
+    def scheduler(self) -> BatchScheduler | None:
+        """The batching scheduler (None: turns run one at a time)."""
+        if self._scheduler is None and self.max_batch > 1:
+            with self._lock:
+                if self._scheduler is None and batchable(self.model):
+                    pad = getattr(self.tokenizer, "pad_token_id", None)
+                    self._scheduler = BatchScheduler(
+                        self._batch_forward,
+                        max_batch=self.max_batch,
+                        pad_id=pad if isinstance(pad, int) else 0,
+                    )
+        return self._scheduler
+
+    def _batch_forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        position_ids: torch.Tensor,
+        cache: Any,
+    ) -> tuple[torch.Tensor, Any]:
+        import torch
+
+        device = self.model.device
+        kwargs: dict[str, Any] = {
+            "input_ids": input_ids.to(device),
+            "attention_mask": attention_mask.to(device),
+            "position_ids": position_ids.to(device),
+            "use_cache": True,
+        }
+        if cache is not None:
+            kwargs[self._cache_kw] = cache
+        if self._keep_kw is not None:
+            kwargs[self._keep_kw] = 1
+        with self._threads(), torch.no_grad():
+            out = self.model(**kwargs)
+        new_cache = out.get("cache", None) if self._cache_kw == "cache" else None
+        if new_cache is None:
+            new_cache = out.get("past_key_values", None)
+        return out.logits[:, -1], new_cache
 
     @contextlib.contextmanager
     def _threads(self) -> Iterator[None]:
@@ -378,6 +445,31 @@ class _HFSession:
             self.owner._last = (self._ids, self._cache)
         stack, self._threads = self._threads, None
         stack.close()
+
+
+class _BatchedSession:
+    """A turn as one row of the model's batch (see `sdk.backends._batching`)."""
+
+    def __init__(self, scheduler: BatchScheduler, row: Any) -> None:
+        self._scheduler = scheduler
+        self.prompt_ids = row.prompt
+        self._row = row
+
+    @property
+    def cached_tokens(self) -> int:
+        return self._row.cached
+
+    def prefill(self) -> torch.Tensor:
+        return self._scheduler.prefill(self._row)
+
+    def feed(self, ids: Sequence[int]) -> torch.Tensor:
+        return self._scheduler.feed(self._row, ids)
+
+    def rollback(self, n: int) -> None:
+        self._scheduler.rollback(self._row, n)
+
+    def close(self) -> None:
+        self._scheduler.close(self._row)
 
 
 def coerce_model(model: Any) -> Any:

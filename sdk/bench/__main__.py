@@ -13,6 +13,8 @@ subcommands:
   e2e             one tool call per prompt: ours vs unconstrained vs XGrammar's logits
                   processor (wall time, passes, tokens/s, mask share); see `e2e --help`
   bfcl            BFCL call quality (multiple, parallel, irrelevance): modes, call styles, peers
+  concurrency     concurrent runs on the embedded model: batched vs one at a time
+                  (calls/s, latency p50/p95, memory); see `concurrency --help`
   index           tokenizer index: build vs disk-cache load vs llguidance; see `index --help`
 """
 
@@ -36,6 +38,12 @@ def _bfcl(argv: list[str]) -> int:
     return main(argv)
 
 
+def _concurrency(argv: list[str]) -> int:
+    from .concurrency import main
+
+    return main(argv)
+
+
 def _index(argv: list[str]) -> int:
     from .index import main
 
@@ -47,6 +55,7 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "e2e": _e2e,
     "bfcl": _bfcl,
     "index": _index,
+    "concurrency": _concurrency,
 }
 
 

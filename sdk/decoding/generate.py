@@ -13,6 +13,7 @@ scripted token), so tests exercise exactly this loop and the real grammar.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,10 +38,15 @@ __all__ = [
     "ModelBackend",
     "RemoteBackend",
     "SamplingConfig",
+    "TurnCancelled",
     "TurnOutput",
     "TurnRequest",
     "generate_turn",
 ]
+
+
+class TurnCancelled(Exception):
+    """The turn's run was cancelled (raised in its worker thread, where nobody awaits it)."""
 
 
 @dataclass(frozen=True)
@@ -222,6 +228,7 @@ def generate_turn(
     gate: CallGate | None = None,
     heal: bool = True,
     on_progress: Callable[[list[int]], None] | None = None,
+    cancel: threading.Event | None = None,
 ) -> TurnOutput:
     """Generate one turn. Raises `UnexpectedModelBehavior` if the grammar leaves no token the
     model may pick (only scripted test models can get there: a real model's full distribution
@@ -231,6 +238,7 @@ def generate_turn(
     `sdk.decoding._gate`. `heal`: forced runs end where the model's own tokens would
     (`forced_token_ids`). `on_progress`: called with the turn's token ids after every step (a
     streamed run's events; shorter than before when a repeated call was cut away).
+    `cancel`: once set, the turn stops before its next forward pass (`TurnCancelled`).
     `finish_reason` is "length" when `max_tokens` ran out; the caller
     decides whether the cut fell inside a value (the agent raises `TruncationError` then, even
     when the cut happens to leave text the grammar accepts).
@@ -259,6 +267,8 @@ def generate_turn(
         # encodes it: left to sample, a model may spell it in pieces it was never trained on.
         at_start = matcher is not None and fast_forward
         while len(out) < max_tokens:
+            if cancel is not None and cancel.is_set():
+                raise TurnCancelled("the run was cancelled")
             logits = logits.float()
             feed = []
             preset: int | None = None  # a token already chosen (by the call probe)
@@ -352,6 +362,8 @@ def generate_turn(
                 break
             if len(out) >= max_tokens:
                 break
+            if cancel is not None and cancel.is_set():
+                raise TurnCancelled("the run was cancelled")
             logits = session.feed(feed)
             usage.forward_passes += 1
         if (

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sdk._ast_lock import AST_LOCK
 from sdk._regex_ast import MAX_CODEPOINT
 from sdk.errors import GrammarError, SDKError, TooComplexError
 
@@ -66,7 +67,8 @@ def lark_to_gbnf(text: str, *, start: str = "start") -> str:
 
     try:
         gb = GrammarBuilder()
-        gb.load_grammar(text)
+        with AST_LOCK:  # Lark evaluates the grammar's string literals with ast
+            gb.load_grammar(text)
         grammar = gb.build()
     except LarkError as e:
         raise GrammarError(f"invalid Lark grammar: {e}") from e
@@ -270,8 +272,9 @@ class _Writer:
         if data == "range":
             from lark.load_grammar import _literal_to_pattern
 
-            lo = _literal_to_pattern(ch[0]).value
-            hi = _literal_to_pattern(ch[1]).value
+            with AST_LOCK:
+                lo = _literal_to_pattern(ch[0]).value
+                hi = _literal_to_pattern(ch[1]).value
             if len(lo) != 1 or len(hi) != 1 or lo > hi:
                 raise GrammarError(f"bad range {ch[0]}..{ch[1]} in {where}")
             return _char_class(((ord(lo), ord(hi)),))
@@ -301,7 +304,8 @@ class _Writer:
 
         from . import _regex as rx
 
-        pat = _literal_to_pattern(tok)
+        with AST_LOCK:
+            pat = _literal_to_pattern(tok)
         flags = set(pat.flags)
         if flags - {"i"}:
             raise GrammarError(f"regex flags {sorted(flags - {'i'})} in {where} have no GBNF form")

@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from sdk._ast_lock import AST_LOCK
 from sdk.decoding.formats._base import CallFormat, ParsedCall, lark_literal
 
 __all__ = ["PYTHONIC", "PythonicFormat", "python_literal"]
@@ -94,7 +95,8 @@ class PythonicFormat(CallFormat):
         if not body.startswith(self.opener):
             return []
         try:
-            tree = ast.parse(body, mode="eval").body
+            with AST_LOCK:
+                tree = ast.parse(body, mode="eval").body
         except SyntaxError as exc:
             return [ParsedCall("", None, body, f"invalid pythonic call list: {exc.msg}")]
         if not isinstance(tree, ast.List) or not all(isinstance(e, ast.Call) for e in tree.elts):
