@@ -11,7 +11,17 @@ a grammar's lines, one reply).
 from __future__ import annotations
 
 import threading
+from typing import Any
 
-__all__ = ["AST_LOCK"]
+__all__ = ["AST_LOCK", "literal_pattern"]
 
 AST_LOCK = threading.RLock()
+
+
+def literal_pattern(tok: Any) -> Any:
+    """Lark's reading of a grammar literal (`"a"i`, `/x+/`) as a pattern, under the lock: it
+    evaluates the text with `ast.literal_eval`."""
+    from lark.load_grammar import _literal_to_pattern
+
+    with AST_LOCK:
+        return _literal_to_pattern(tok)

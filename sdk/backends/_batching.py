@@ -294,10 +294,11 @@ class BatchScheduler:
 
     # ---------------------------------------------------------------- what sessions call
 
-    def open(self, prompt: Sequence[int]) -> _Row:
+    def open(self) -> _Row:
+        """A row for a turn about to start (its prompt is set before `prefill`)."""
         with self._cv:
             self._opening += 1
-        return _Row(list(prompt))
+        return _Row([])
 
     def prefill(self, row: _Row) -> torch.Tensor:
         with self._cv:

@@ -303,7 +303,7 @@ class TransformersModel:
         scheduler = self.scheduler
         if scheduler is None:
             return _HFSession(self, self.render(request))
-        row = scheduler.open([])  # announced before rendering: a join may wait for it
+        row = scheduler.open()  # announced before rendering: a join may wait for it
         try:
             row.prompt = self.render(request)
         except BaseException:

@@ -267,8 +267,6 @@ def generate_turn(
         # encodes it: left to sample, a model may spell it in pieces it was never trained on.
         at_start = matcher is not None and fast_forward
         while len(out) < max_tokens:
-            if cancel is not None and cancel.is_set():
-                raise TurnCancelled("the run was cancelled")
             logits = logits.float()
             feed = []
             preset: int | None = None  # a token already chosen (by the call probe)

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sdk._ast_lock import AST_LOCK
+from sdk._ast_lock import AST_LOCK, literal_pattern
 from sdk._regex_ast import MAX_CODEPOINT
 from sdk.errors import GrammarError, SDKError, TooComplexError
 
@@ -270,11 +270,8 @@ class _Writer:
         if data == "literal":
             return self.literal(ch[0], where)
         if data == "range":
-            from lark.load_grammar import _literal_to_pattern
-
-            with AST_LOCK:
-                lo = _literal_to_pattern(ch[0]).value
-                hi = _literal_to_pattern(ch[1]).value
+            lo = literal_pattern(ch[0]).value
+            hi = literal_pattern(ch[1]).value
             if len(lo) != 1 or len(hi) != 1 or lo > hi:
                 raise GrammarError(f"bad range {ch[0]}..{ch[1]} in {where}")
             return _char_class(((ord(lo), ord(hi)),))
@@ -300,12 +297,10 @@ class _Writer:
 
     def literal(self, tok: Any, where: str) -> str:
         from lark.lexer import PatternRE, PatternStr
-        from lark.load_grammar import _literal_to_pattern
 
         from . import _regex as rx
 
-        with AST_LOCK:
-            pat = _literal_to_pattern(tok)
+        pat = literal_pattern(tok)
         flags = set(pat.flags)
         if flags - {"i"}:
             raise GrammarError(f"regex flags {sorted(flags - {'i'})} in {where} have no GBNF form")

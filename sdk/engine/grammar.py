@@ -22,9 +22,9 @@ from lark import Token, Tree
 from lark.exceptions import LarkError
 from lark.grammar import NonTerminal, Terminal
 from lark.lexer import PatternRE, PatternStr
-from lark.load_grammar import GrammarBuilder, _literal_to_pattern, _parse_grammar
+from lark.load_grammar import GrammarBuilder, _parse_grammar
 
-from sdk._ast_lock import AST_LOCK
+from sdk._ast_lock import AST_LOCK, literal_pattern
 
 from .._cache import BoundedCache
 from ..errors import GrammarError, RegexError, SDKError, TooComplexError
@@ -174,8 +174,8 @@ class _Builder:
         if data == "literal":
             return self.literal_ast(ch[0])
         if data == "range":
-            lo = _pattern(ch[0]).value
-            hi = _pattern(ch[1]).value
+            lo = literal_pattern(ch[0]).value
+            hi = literal_pattern(ch[1]).value
             if len(lo) != 1 or len(hi) != 1 or lo > hi:
                 raise GrammarError(f"bad range {ch[0]}..{ch[1]}")
             return rx.Chars(((ord(lo), ord(hi)),))
@@ -194,7 +194,7 @@ class _Builder:
         return self.term_ast(tree, depth + 1)
 
     def literal_ast(self, tok: Token) -> rx.Node:
-        pat = _pattern(tok)
+        pat = literal_pattern(tok)
         flags = set(pat.flags)
         ignore_case = "i" in flags
         if flags - {"i"}:
@@ -384,12 +384,6 @@ _ast_cache: BoundedCache[rx.Node, au.AnyDfa] = BoundedCache("terminal DFAs", 128
 #: One definition per line, as the schema compiler writes them (`name: ...`, `NAME.2: ...`).
 _DEFINITION_LINE = re.compile(r"[?!]?[A-Za-z_][A-Za-z_0-9]*(?:\.-?[0-9]+)?\s*:")
 _definition_cache: BoundedCache[str, tuple[Any, ...]] = BoundedCache("Lark definitions", 64 << 20)
-
-
-def _pattern(tok: Token) -> Any:
-    """Lark's reading of a literal (`"a"i`, `/x+/`); it evaluates the text with `ast`."""
-    with AST_LOCK:
-        return _literal_to_pattern(tok)
 
 
 def _load_definitions(gb: GrammarBuilder, text: str) -> None:
