@@ -1,7 +1,7 @@
 """The engine's memo tables under one owner and one byte budget.
 
-Compiling and masking memoise a lot: regex ASTs and DFAs, Lark definitions, per-vocabulary
-walks, per-grammar masks. Every such table is a `BoundedCache`, and all of them answer to
+Compiling and masking memoise a lot: regex ASTs and DFAs, per-vocabulary walks, per-grammar
+masks. Every such table is a `BoundedCache`, and all of them answer to
 one process-wide budget (`SDK_CACHE_BYTES`, default 1 GiB; `sdk.engine.caches` reads and sets
 it). A table also has its own cap, so one kind of entry cannot crowd out the rest. When a
 write takes the total over the budget, the largest tables are emptied until it fits again.

@@ -3,6 +3,7 @@ that do not depend on what is cached."""
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -34,9 +35,10 @@ def restore_budget() -> Iterator[None]:
     caches.set_budget(before)
 
 
-def _masks(index: Any, schema: dict[str, Any]) -> list[np.ndarray]:
+def _masks(index: Any, schema: dict[str, Any] | CompiledGrammar) -> list[np.ndarray]:
     """The packed mask before each token of VALUE, and after the last."""
-    m = Matcher(CompiledGrammar.from_schema(schema), index)
+    grammar = schema if isinstance(schema, CompiledGrammar) else CompiledGrammar.from_schema(schema)
+    m = Matcher(grammar, index)
     out = [m.packed_mask().copy()]
     for tid in index_tokens(index, VALUE):
         m.advance(tid)
@@ -61,12 +63,29 @@ def index_tokens(index: Any, text: str) -> list[int]:
 
 
 def test_tables_are_reported_and_cleared(smollm2_index: Any) -> None:
-    _masks(smollm2_index, SCHEMA)
+    grammar = CompiledGrammar.from_schema(SCHEMA)  # its tables live as long as it does
+    _masks(smollm2_index, grammar)
     used = caches.usage()
     assert {"regex DFAs", "masks by lexer state", "vocabulary walks"} <= used.keys()
     assert sum(b for _, b in used.values()) > 0
     caches.clear()
     assert all(n == 0 and b == 0 for n, b in caches.usage().values())
+
+
+def test_a_dropped_grammar_frees_its_tables_at_once(smollm2_index: Any) -> None:
+    """Without waiting for a garbage collection: a grammar and its per-vocabulary tables
+    must not form a reference cycle."""
+    kind = "masks by lexer state"
+    before = caches.usage().get(kind, (0, 0))
+    gc.disable()
+    try:
+        grammar = CompiledGrammar.from_schema(SCHEMA)
+        _masks(smollm2_index, grammar)
+        assert caches.usage()[kind][0] > before[0]
+        del grammar
+        assert caches.usage().get(kind, (0, 0)) == before
+    finally:
+        gc.enable()
 
 
 def test_the_budget_bounds_all_tables_together(smollm2_index: Any, restore_budget: None) -> None:

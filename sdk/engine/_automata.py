@@ -307,6 +307,7 @@ def determinize(nfa: Nfa, start: int, end: int) -> Dfa:
 
     start_set = closure(start)
     ids: dict[frozenset[int], int] = {start_set: 1}
+    by_targets: dict[frozenset[int], int] = {}  # NFA targets of a move -> DFA state
     order = [start_set]
     rows: list[list[int]] = []
     acc: list[bool] = [False]
@@ -331,19 +332,24 @@ def determinize(nfa: Nfa, start: int, end: int) -> Dfa:
             for c, tgts in mq.items():
                 by_class.setdefault(c, set()).update(tgts)
         for c, targets in by_class.items():
-            nxt_set: set[int] = set()
-            for t in targets:
-                got = closure(t)
-                work += 1 + (len(got) >> 4)  # set unions run in C: ~16 elements per step
-                nxt_set |= got
-            key = frozenset(nxt_set)
-            d = ids.get(key)
+            # Most classes of a state (every byte but a quote, say) share their targets.
+            tkey = frozenset(targets)
+            d = by_targets.get(tkey)
             if d is None:
-                d = len(order) + 1
-                if d > MAX_DFA_STATES:
-                    raise TooComplexError(f"automaton exceeds {MAX_DFA_STATES} DFA states")
-                ids[key] = d
-                order.append(key)
+                nxt_set: set[int] = set()
+                for t in targets:
+                    got = closure(t)
+                    work += 1 + (len(got) >> 4)  # set unions run in C: ~16 elements per step
+                    nxt_set |= got
+                key = frozenset(nxt_set)
+                d = ids.get(key)
+                if d is None:
+                    d = len(order) + 1
+                    if d > MAX_DFA_STATES:
+                        raise TooComplexError(f"automaton exceeds {MAX_DFA_STATES} DFA states")
+                    ids[key] = d
+                    order.append(key)
+                by_targets[tkey] = d
             row[c] = d
         rows.append(row)
     if left is not None:
@@ -351,8 +357,7 @@ def determinize(nfa: Nfa, start: int, end: int) -> Dfa:
     compact = np.zeros((len(order) + 1, n_classes), dtype=np.int32)
     if rows:
         compact[1:] = np.asarray(rows, dtype=np.int32)
-    trans = compact[:, byte_class]
-    return _trim(np.ascontiguousarray(trans), np.asarray(acc, dtype=bool))
+    return _trim(compact, np.asarray(acc, dtype=bool), byte_class)
 
 
 def byte_classes(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -398,12 +403,15 @@ def _fingerprint_weights(n: int) -> np.ndarray:
 def _edges(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct (source, target) pairs of a transition table, dead state excluded."""
     n = trans.shape[0]
-    if n > 64:  # most bytes behave alike: look at one column per class only
+    if n > 64 and trans.shape[1] == 256:  # most bytes behave alike: one column per class
         trans = trans[:, byte_classes(trans)[0]]
-    codes = np.unique(np.arange(n, dtype=np.int64)[:, None] * n + trans)
-    src, dst = np.divmod(codes, n)
-    keep = (dst != 0) & (src != 0)
-    return src[keep], dst[keep]
+    # Distinct targets per row: sorting short rows beats hashing all n * columns codes.
+    targets = np.sort(trans, axis=1)
+    keep = targets != 0
+    keep[:, 1:] &= targets[:, 1:] != targets[:, :-1]
+    keep[0] = False
+    src = np.broadcast_to(np.arange(n, dtype=np.int64)[:, None], targets.shape)[keep]
+    return src, targets[keep].astype(np.int64)
 
 
 def _bfs(start: np.ndarray, src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
@@ -422,11 +430,20 @@ def _bfs(start: np.ndarray, src: np.ndarray, dst: np.ndarray, n: int) -> np.ndar
     return np.asarray(seen, dtype=bool)
 
 
-def _trim(trans: np.ndarray, acc: np.ndarray) -> Dfa:
-    """Drop states that cannot reach acceptance or cannot be reached; renumber from 1."""
+def _trim(trans: np.ndarray, acc: np.ndarray, byte_class: np.ndarray | None = None) -> Dfa:
+    """Drop states that cannot reach acceptance or cannot be reached; renumber from 1.
+
+    With `byte_class` (the column of every byte), `trans` has one column per byte class and
+    is expanded to 256 columns only at the end: products and subset constructions know their
+    classes, and every step here then touches a few columns instead of 256."""
     n = trans.shape[0]
     acc = acc.copy()
     acc[0] = False
+
+    def done(t: np.ndarray, accepting: np.ndarray) -> Dfa:
+        t = np.ascontiguousarray(t, dtype=np.int32)
+        return Dfa(t if byte_class is None else np.take(t, byte_class, axis=1), accepting)
+
     if n < 2:
         return Dfa(np.zeros((2, 256), dtype=np.int32), np.zeros(2, dtype=bool))
     src, dst = _edges(trans)
@@ -440,13 +457,13 @@ def _trim(trans: np.ndarray, acc: np.ndarray) -> Dfa:
     start[1] = True
     reach = _bfs(start, src[keep_edge], dst[keep_edge], n) & live
     if reach.all() or (reach[1:].all()):
-        return Dfa(np.ascontiguousarray(t.astype(np.int32)), acc)
+        return done(t, acc)
     idx = np.concatenate([[0], np.nonzero(reach)[0]])  # start (1) stays first among kept
     remap = np.zeros(n, dtype=np.int64)
     remap[idx] = np.arange(len(idx))
-    new_trans = remap[t[idx]].astype(np.int32)
+    new_trans = remap[t[idx]]
     new_trans[0] = 0
-    return Dfa(np.ascontiguousarray(new_trans), acc[idx])
+    return done(new_trans, acc[idx])
 
 
 def minimize(dfa: Dfa, max_rounds: int = 24) -> Dfa:
@@ -559,7 +576,6 @@ def product(any_a: AnyDfa, any_b: AnyDfa, *, negate_b: bool = False, union: bool
     compact = np.zeros((n + 1, len(reps)), dtype=np.int32)
     for sid, rows in pieces:
         compact[sid] = rows
-    trans = np.ascontiguousarray(compact[:, class_ab])
     xs_all = np.concatenate(pair_x)
     ys_all = np.concatenate(pair_y)
     acc = np.zeros(n + 1, dtype=bool)
@@ -568,7 +584,7 @@ def product(any_a: AnyDfa, any_b: AnyDfa, *, negate_b: bool = False, union: bool
         acc[1:] = a.accepting[xs_all] | b_acc
     else:
         acc[1:] = a.accepting[xs_all] & (~b_acc if negate_b else b_acc)
-    return _trim(trans, acc)
+    return _trim(compact, acc, class_ab)
 
 
 def prefix_closed(d: Dfa) -> Dfa:

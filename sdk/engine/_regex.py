@@ -37,6 +37,11 @@ __all__ = [
     "parse",
 ]
 
+#: Counts above this are out of reach of any output (4 Gi repetitions): a larger upper bound
+#: means no bound, a larger lower bound is refused. Counted automata number their states by
+#: count, so a count of 10**30 (seen in real schemas' `maxLength`) must not reach them.
+MAX_COUNT = (1 << 32) - 1
+
 
 def literal(text: str, *, ignore_case: bool = False) -> Node:
     items: list[Node] = []
@@ -189,6 +194,10 @@ class _Parser:
             return None  # Python treats a malformed brace as a literal '{'
         if bounds[1] is not None and bounds[1] < bounds[0]:
             raise self.error("min repeat greater than max repeat")
+        if bounds[0] > MAX_COUNT:
+            raise self.error(f"repeat count {bounds[0]} is beyond any output (max {MAX_COUNT})")
+        if bounds[1] is not None and bounds[1] > MAX_COUNT:
+            bounds = (bounds[0], None)  # no output reaches it: the same as no bound
         self.i = j + 1
         return bounds
 

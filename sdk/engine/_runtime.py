@@ -51,7 +51,11 @@ LAZY_ROW_BYTES = 32 << 20
 
 class Runtime:
     def __init__(self, grammar: CompiledGrammar, vocab: Vocab) -> None:
-        self.grammar = grammar
+        # The grammar's parts, not the grammar: it holds its runtimes, and a reference back
+        # would make each grammar a cycle that only a full garbage collection frees.
+        self.terminals = grammar.terminals
+        self.rule_starts = grammar.rule_starts
+        self.start_rule = grammar.start_rule
         self.vocab = vocab
         self.positions = grammar.positions
         # global lexer states: one block per terminal, 0 = dead; only table terminals have
@@ -131,7 +135,7 @@ class Runtime:
             for term, nxt in top.terms.items():
                 shifts.setdefault(term, set()).add((*rest, nxt))
             for rule, ret in top.calls:
-                pushed = (*rest, ret, self.grammar.rule_starts[rule])
+                pushed = (*rest, ret, self.rule_starts[rule])
                 if pushed not in seen:
                     seen.add(pushed)
                     todo.append(pushed)
@@ -167,7 +171,7 @@ class Runtime:
         return got
 
     def _initial(self) -> State:
-        root: Stack = (self.grammar.rule_starts[self.grammar.start_rule],)
+        root: Stack = (self.rule_starts[self.start_rule],)
         # Only the initial state holds lexers that have read nothing, so whether the empty
         # string is complete is decided here once.
         self.initial_accepts = self.expand(root)[1]
@@ -199,7 +203,7 @@ class Runtime:
         got = self._lazy_rows.get(lex)
         if got is None:
             term, local = self._lazy_of(lex)
-            dfa = cast("LazyDfa", self.grammar.terminals[term])
+            dfa = cast("LazyDfa", self.terminals[term])
             q = np.asarray([local])
             targets, slots = np.unique(dfa.rows(q)[0], return_inverse=True)
             base = lex - local
@@ -280,7 +284,7 @@ class Runtime:
             return got
         stack, lex = config
         term = self.term_of(lex)
-        classes = _vocab.classify(self.vocab, self.grammar.terminals[term], self.local_of(lex))
+        classes = _vocab.classify(self.vocab, self.terminals[term], self.local_of(lex))
         assert classes.packed is not None
         mask = classes.packed
         if classes.ranges is not None and len(classes.ranges):
@@ -341,7 +345,7 @@ class Runtime:
         col, rows, key = event
         out: list[np.ndarray] = []
         for stack2, lex2 in self.completions(stack, lex):
-            dfa = self.grammar.terminals[self.term_of(lex2)]
+            dfa = self.terminals[self.term_of(lex2)]
             w = _vocab.cached_walk(self.vocab, dfa, self.local_of(lex2), col, rows, key)
             out.append(w.accepted)
             for ev in w.events:

@@ -583,35 +583,31 @@ class Emitter:
         # more than a few optional members get one rule per suffix instead of inline groups.
         n_opt = sum(1 for _, r in members if not r)
         chained = n_opt > MAX_INLINE_OPTIONAL or (first_req + 2) * n > INLINE_LIMIT
-        rest_cache: dict[int, E | None] = {}
         rest_names: dict[int, str] = {}
         if chained:  # reserve the suffix rules in reading order
             for i in range(0 if interleave else 1, n - 1):
                 rest_names[i] = self.names.rule(f"{name}_rest{i}")
                 self.rules[rest_names[i]] = ""
 
-        def rest(i: int) -> E | None:
-            """Members i.. (each with its leading comma) and the extra members."""
-            if i in rest_cache:
-                return rest_cache[i]
-            if i == n:
-                out = tail
-            else:
-                m, req = members[i]
-                piece = seq([comma, m, star])
-                out = seq([piece if req else opt(piece), rest(i + 1)])
-                if i in rest_names:
-                    self.rules[rest_names[i]] = out[0]
-                    out = (rest_names[i], ATOM)
-            rest_cache[i] = out
-            return out
+        # rest[i]: members i.. (each with its leading comma) and the extra members. Built from
+        # the end (a recursive closure would be a reference cycle holding the emitter).
+        rest: list[E | None] = [None] * (n + 1)
+        rest[n] = tail
+        for i in range(n - 1, -1 if interleave else 0, -1):
+            m, req = members[i]
+            piece = seq([comma, m, star])
+            out = seq([piece if req else opt(piece), rest[i + 1]])
+            if i in rest_names:
+                self.rules[rest_names[i]] = out[0]
+                out = (rest_names[i], ATOM)
+            rest[i] = out
 
         alts: list[E] = []
         for j in range(min(first_req + 1, n)):
-            alts.append(seq([members[j][0], star, rest(j + 1)]))
+            alts.append(seq([members[j][0], star, rest[j + 1]]))
         may_be_empty = first_req == n
         if interleave and extra is not None:
-            alts.append(seq([extra, star, rest(0)]))
+            alts.append(seq([extra, star, rest[0]]))
         elif first_req == n and extra is not None:
             if ex_hi != 0:
                 alts.append(_extras_only(extra, ex_lo, ex_hi))

@@ -56,6 +56,7 @@ class Definitions:
         finally:
             self._active.pop()
         self.nodes[key] = node
+        del self._thunks[key]  # it holds the lowerer, which holds this: no cycle left behind
         return node
 
     def finish(self) -> None:
