@@ -33,6 +33,10 @@ __all__ = ["BatchScheduler", "batchable"]
 _Layers = list[tuple["torch.Tensor", "torch.Tensor"]]
 
 
+def _nbytes(layers: _Layers) -> int:
+    return sum(k.nelement() * k.element_size() * 2 for k, _ in layers)
+
+
 def batchable(model: Any) -> bool:
     """Whether the model's cache is plain full-attention layers (rows may then carry masked
     holes). Sliding-window layers count columns, not tokens: such models run one at a time."""
@@ -75,10 +79,8 @@ class _Batch:
     def nbytes(self) -> int:
         """Bytes held, spare capacity of the growing buffers included."""
         if self.cache is not None:
-            return sum(
-                layer.kbuf.nelement() * layer.kbuf.element_size() * 2 for layer in self.cache.layers
-            )
-        return sum(k.nelement() * k.element_size() * 2 for k, _ in self.layers)
+            return _nbytes([(layer.kbuf, layer.vbuf) for layer in self.cache.layers])
+        return _nbytes(self.layers)
 
 
 _GROWING: list[type] = []
@@ -189,7 +191,7 @@ class _PrefixStore:
         self.entries: list[tuple[list[int], _Layers, int]] = []
 
     def put(self, ids: list[int], layers: _Layers) -> None:
-        size = sum(k.nelement() * k.element_size() * 2 for k, _ in layers)
+        size = _nbytes(layers)
         if not ids or size > self.max_bytes:
             return
         self.entries = [e for e in self.entries if e[0] != ids]
@@ -436,14 +438,20 @@ class BatchScheduler:
     def _fail_all(self, exc: BaseException) -> None:
         """Hand an unexpected error to every row and start over with an empty batch (called
         holding the condition)."""
-        for row in [*self._batch.rows, *self._joining]:
-            row.joined = False
-            row.pending = None
+        for row in self._joining:
             row.result = exc
         self._joining = []
         self._leaving = []
-        self._batch = _empty_batch()
+        self._drop_batch(exc)
         self._cv.notify_all()
+
+    def _drop_batch(self, exc: BaseException) -> None:
+        """Hand `exc` to every row of the batch and empty it (its cache may be half-written)."""
+        for row in self._batch.rows:
+            row.joined = False
+            row.pending = None
+            row.result = exc
+        self._batch = _empty_batch()
 
     def _next_work(self) -> tuple[Callable[[], None] | None, float | None]:
         """What to run now (called under the condition, not busy), else how long to wait."""
@@ -568,11 +576,7 @@ class BatchScheduler:
                     row.ids.extend(ids)
                     row.result = out[row]
         except BaseException as exc:  # noqa: BLE001 - the cache may be half-written: reset
-            for row in batch.rows:
-                row.joined = False
-                row.pending = None
-                row.result = exc
-            self._batch = _empty_batch()
+            self._drop_batch(exc)
 
     def _run_rows(self, batch: _Batch, feeds: dict[_Row, list[int]]) -> dict[_Row, torch.Tensor]:
         """A pass over some rows only: their rows of the cache, then the new columns written
@@ -646,7 +650,8 @@ class BatchScheduler:
             layers = [(layer.keys, layer.values) for layer in batch.cache.layers]
         else:
             order = [*range(last)]
-            order[b : b + 1] = [last] if b < last else []
+            if b < last:
+                order[b] = last
             idx = torch.tensor(order, dtype=torch.long)
             layers = [(k[idx], v[idx]) for k, v in batch.layers]
         batch.rows, batch.layers, batch.mask = rows, layers, mask

@@ -332,25 +332,17 @@ class TransformersModel:
         position_ids: torch.Tensor,
         cache: Any,
     ) -> tuple[torch.Tensor, Any]:
-        import torch
-
         device = self.model.device
-        kwargs: dict[str, Any] = {
-            "input_ids": input_ids.to(device),
-            "attention_mask": attention_mask.to(device),
-            "position_ids": position_ids.to(device),
-            "use_cache": True,
-        }
-        if cache is not None:
-            kwargs[self._cache_kw] = cache
-        if self._keep_kw is not None:
-            kwargs[self._keep_kw] = 1
-        with self._threads(), torch.no_grad():
-            out = self.model(**kwargs)
-        new_cache = out.get("cache", None) if self._cache_kw == "cache" else None
-        if new_cache is None:
-            new_cache = out.get("past_key_values", None)
-        return out.logits[:, -1], new_cache
+        with self._threads():
+            logits, new_cache = self._call(
+                {
+                    "input_ids": input_ids.to(device),
+                    "attention_mask": attention_mask.to(device),
+                    "position_ids": position_ids.to(device),
+                },
+                cache,
+            )
+        return logits[:, -1], new_cache
 
     @contextlib.contextmanager
     def _threads(self) -> Iterator[None]:
@@ -393,7 +385,15 @@ class TransformersModel:
         import torch
 
         input_ids = torch.tensor([list(ids)], dtype=torch.long, device=self.model.device)
-        kwargs: dict[str, Any] = {"input_ids": input_ids, "use_cache": True}
+        logits, new_cache = self._call({"input_ids": input_ids}, cache)
+        return logits[0, -1], new_cache
+
+    def _call(self, kwargs: dict[str, Any], cache: Any) -> tuple[torch.Tensor, Any]:
+        """One forward pass with the cache under whichever keyword this model takes: (all
+        logits, the new cache)."""
+        import torch
+
+        kwargs = {**kwargs, "use_cache": True}
         if cache is not None:
             kwargs[self._cache_kw] = cache
         if self._keep_kw is not None:
@@ -403,7 +403,7 @@ class TransformersModel:
         new_cache = out.get("cache", None) if self._cache_kw == "cache" else None
         if new_cache is None:
             new_cache = out.get("past_key_values", None)
-        return out.logits[0, -1], new_cache
+        return out.logits, new_cache
 
 
 class _HFSession:

@@ -412,7 +412,6 @@ class _CheckedBuilder(GrammarBuilder):
                         stack.append(c)
                     elif isinstance(c, LarkSymbol) and c.name not in defined:
                         return super().validate()
-        return None
 
 
 def _load_definitions(gb: GrammarBuilder, text: str) -> None:
