@@ -474,6 +474,180 @@ def test_trie_walk_on_random_vocabularies(words: list[bytes], pattern: str) -> N
         assert {(c, r) for c, rows, _ in got for r in rows.tolist()} == events
 
 
+_UTF8_PIECES = [
+    c.encode()
+    for c in ["a", '"', "\\", "é", "€", "😀", "\u0800", "\ud7ff", "\U00010000", "\U0010ffff"]
+] + [
+    # pieces of characters, and byte strings no UTF-8 text has (surrogate, overlong, too high)
+    b"\xc3",
+    b"\xa9",
+    b"\xe2\x82",
+    b"\xf0\x9f",
+    b"\x98\x80",
+    b"\xed\xa0\x80",
+    b"\xc0\x80",
+    b"\xf4\x90\x80\x80",
+    b"\xe0\x80\x80",
+    b"\xf0\x80\x80\x80",
+    b"\xff",
+]
+
+
+@given(
+    words=st.lists(
+        st.lists(st.sampled_from(_UTF8_PIECES), min_size=1, max_size=5).map(b"".join),
+        min_size=1,
+        max_size=60,
+    ),
+    pattern=st.sampled_from(
+        [
+            '"[^"]*"',
+            '[^"]{0,3}"',
+            r'(?:[^"\\]|\\.)*',
+            "[^a]*",
+            "[é€😀a]*",
+            "[\u0800-\ud7ff]*",
+            ".{1,4}",
+            "(?:a|😀)*é?",
+            "[^a]{0,2}",
+            "(?:é|€|😀){1,2}a?",
+        ]
+    ),
+)
+@settings(max_examples=300, deadline=None)
+def test_trie_walk_takes_whole_only_well_formed_characters(
+    words: list[bytes], pattern: str
+) -> None:
+    """The walk takes a subtree whole where each multi-byte character steps the lexer like one
+    byte: split characters, surrogates, overlong and out-of-range sequences must still be
+    walked byte by byte, and give exactly the byte-by-byte reference."""
+    from sdk.engine import _vocab
+
+    index = TinyIndex(tuple(words), frozenset())
+    vocab = _vocab.vocab_of(index)
+    tokens = [words[t] for t in vocab.ids.tolist()]
+    dfa = compile_regex(pattern)
+    for state in range(1, dfa.n_states):
+        kept, events = _plain_walk(tokens, dfa, state)
+        packed, ranges = _vocab.walk_vocabulary(vocab, dfa, state)
+        got = _vocab.range_events(vocab, ranges)
+        assert (packed == _vocab.pack_rows(vocab, np.asarray(sorted(kept), dtype=np.int64))).all()
+        assert {(c, r) for c, rows, _ in got for r in rows.tolist()} == events
+
+
+def _well_formed_prefix(data: bytes) -> bool:
+    """Reference: some completion (up to 3 continuation bytes) decodes strictly."""
+    tails = [b""] + [
+        bytes(t) for k in (1, 2, 3) for t in itertools.product(b"\x80\x90\xa0", repeat=k)
+    ]
+    for tail in tails:
+        try:
+            (data + tail).decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        return True
+    return False
+
+
+@given(
+    words=st.lists(
+        st.lists(st.sampled_from(_UTF8_PIECES), min_size=1, max_size=3).map(b"".join),
+        min_size=1,
+        max_size=6,
+    )
+)
+@settings(max_examples=150, deadline=None)
+def test_well_formed_utf8_of_trie_nodes_matches_python_decoding(words: list[bytes]) -> None:
+    """A node's flag says every path below it, read from a character boundary, is a prefix
+    of well-formed UTF-8: as Python's strict decoder says of each path."""
+    _check_utf8_flags(words)
+
+
+def test_utf8_automaton_is_python_s_strict_decoder() -> None:
+    """The automaton's live states are exactly the prefixes of well-formed UTF-8, checked on
+    every sequence of bytes at the edges of its ranges."""
+    from sdk.engine._trie import UTF8
+
+    edges = b"\x00\x7f\x80\x8f\x90\x9f\xa0\xbf\xc0\xc1\xc2\xdf\xe0\xe1\xec\xed\xee\xef\xf0\xf1\xf3\xf4\xf5\xff"
+    seqs = [bytes(t) for k in (1, 2, 3) for t in itertools.product(edges, repeat=k)]
+    seqs += [
+        bytes([a, *t])
+        for a in b"\xf0\xf1\xf3\xf4"
+        for t in itertools.product(b"\x80\x8f\x90\xbf\xc0", repeat=3)
+    ]
+    for data in seqs:
+        u = 0
+        for b in data:
+            u = int(UTF8[u, b]) if u < 8 else 8
+        assert (u < 8) == _well_formed_prefix(data), data
+
+
+def test_well_formed_utf8_of_each_piece_after_a_byte() -> None:
+    """Every piece alone below a node: one ill-formed sequence decides the node's flag."""
+    for piece in _UTF8_PIECES:
+        for more in ([], [b"a"], [b"a\xc3\xa9"]):
+            _check_utf8_flags([b"a" + piece, *more])
+
+
+def _check_utf8_flags(words: list[bytes]) -> None:
+    from sdk.engine import _vocab
+    from sdk.engine._trie import UTF8
+
+    # a representative prefix for each UTF-8 state: the rest read after it
+    lead = {
+        0: b"",
+        1: b"\xc3",
+        2: b"\xe2",
+        3: b"\xf1",
+        4: b"\xe0",
+        5: b"\xed",
+        6: b"\xf0",
+        7: b"\xf4",
+    }
+    assert all(UTF8[0, p[0]] == u for u, p in lead.items() if p)
+    trie = _vocab.vocab_of(TinyIndex(tuple(words), frozenset())).trie
+    path: list[int] = []
+    strings: list[bytes] = []
+    for j in range(len(trie.byte)):
+        del path[trie.depth[j] - 1 :]
+        path.append(int(trie.byte[j]))
+        strings.append(bytes(path))
+    for j, node in enumerate(strings):
+        below = [strings[k][len(node) :] for k in range(j + 1, int(trie.skip[j]))]
+        for u, prefix in lead.items():
+            expect = all(_well_formed_prefix(prefix + b) for b in below)
+            assert bool(trie.utf8[j] >> u & 1) == expect, (node, u)
+        phase = int(trie.phase[j])
+        assert (phase < 8) == _well_formed_prefix(node), node
+        if phase < 8:
+            # the node's path ends in that state: what may follow is what follows its lead
+            for tail in (b"a", b"\x80", b"\x90", b"\xa0", b"\x80\x80", b"\x90\x80\x80"):
+                assert _well_formed_prefix(node + tail) == _well_formed_prefix(
+                    lead[phase] + tail
+                ), (node, tail)
+
+
+@given(
+    words=st.lists(st.text(alphabet='ab"é\x00', max_size=4), min_size=1, max_size=8),
+    rest=st.sampled_from(
+        ['[a-z"é\x00]*"', r'(?:[^"\\]|\\.)*"', 'ab*"?', "[a-c]{0,3}", "(?:é|a)*b?", "x?"]
+    ),
+)
+@settings(max_examples=120, deadline=None)
+def test_excluded_words_built_directly_match_the_product(words: list[str], rest: str) -> None:
+    """`(?!w1|w2)rest` over a finite word set is built as the words' trie paired with `rest`;
+    it accepts exactly what the general product with the prefix-closed words does."""
+    from sdk.engine import _automata as au
+    from sdk.engine import _regex as rx
+
+    body = rx.parse("(?:" + "|".join(re.escape(w) for w in words) + ")")
+    after = au.table(au.compile_node(rx.parse(rest)))
+    fast = au.look_intersection(rx.Look(body, True), rx.parse(rest))
+    slow = au.product(after, au.prefix_closed(au.table(au.compile_node(body))), negate_b=True)
+    assert au.product(fast, slow, negate_b=True).is_empty, (words, rest)
+    assert au.product(slow, fast, negate_b=True).is_empty, (words, rest)
+
+
 _UNION_PARTS = (r"[a-c]{0,400}", r"(?:ab|c){3,300}x?")
 
 

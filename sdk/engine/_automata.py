@@ -602,14 +602,58 @@ _rest_cache: BoundedCache[rx.Node, Dfa] = BoundedCache("lookahead continuations"
 
 
 def look_intersection(look: rx.Look, rest: rx.Node) -> Dfa:
-    body = prefix_closed(table(compile_node(look.body)))
     # The continuation recurs across terminals (a JSON string after "not one of the declared
     # keys"): built once, whatever the lookahead in front of it.
     after = _rest_cache.get(rest)
     if after is None:
         after = table(compile_node(rest))
         _rest_cache.put(rest, after, cache_size(after))
-    return product(after, body, negate_b=look.negative)
+    if look.negative:
+        words = _finite_words(look.body)
+        if words is not None:
+            return excluding_prefixes(after, words)
+    return product(after, prefix_closed(table(compile_node(look.body))), negate_b=look.negative)
+
+
+def excluding_prefixes(after: Dfa, words: list[bytes]) -> Dfa:
+    """L(after) minus the strings that start with one of `words` (`(?!w1|w2)rest`, the keys
+    an object's other members may not use), built directly: each state of the product is a
+    node of the words' trie paired with the one state of `after` its prefix leads to, or a
+    state of `after` alone once the text left the trie. The general product spends a numpy
+    round per byte of the longest word on what is a trie."""
+    if b"" in words:
+        return empty_dfa()
+    # the trie, nodes numbered in creation order (0: the root)
+    child: list[dict[int, int]] = [{}]
+    end = [False]
+    for w in sorted(set(words)):
+        u = 0
+        for b in w:
+            nxt = child[u].get(b)
+            if nxt is None:
+                nxt = len(child)
+                child[u][b] = nxt
+                child.append({})
+                end.append(False)
+            u = nxt
+        end[u] = True
+    n_nodes = len(child)
+    at = np.zeros(n_nodes, dtype=np.int64)  # the state of `after` each node's prefix reaches
+    at[0] = 1
+    for u in range(n_nodes):  # parents are created before their children
+        for b, c in child[u].items():
+            at[c] = after.trans[at[u], b]
+    # states: 0 dead, 1..n_nodes the trie nodes, then after's states 1.. shifted by n_nodes
+    shift = n_nodes
+    moved = np.where(after.trans != 0, after.trans + shift, 0).astype(np.int32)
+    rows = moved[at]
+    rows[at == 0] = 0
+    for u in range(n_nodes):
+        for b, c in child[u].items():
+            rows[u, b] = 0 if end[c] or at[c] == 0 else c + 1
+    trans = np.concatenate([np.zeros((1, 256), dtype=np.int32), rows, moved[1:]])
+    acc = np.concatenate([[False], after.accepting[at] & (at != 0), after.accepting[1:]])
+    return _trim(trans, acc)
 
 
 #: Above this many states in all, unions are built as pairwise products (numpy, level by
@@ -765,9 +809,10 @@ MAX_TRIE_BYTES = 1 << 16
 def _finite_words(node: rx.Node) -> list[bytes] | None:
     """Every text `node` matches, when it is a small finite set of plain literals (an enum,
     the declared keys an open object's key must not be): None otherwise."""
-    if isinstance(node, rx.Chars):
-        text = _literal_bytes(node)
-        return None if text is None else [text]
+    if isinstance(node, rx.Chars | rx.Seq):
+        text = _literal_bytes(node)  # one pass for a whole literal, not one level per byte
+        if text is not None:
+            return [text]
     if isinstance(node, rx.Seq | rx.Alt):
         out: list[bytes] = [b""] if isinstance(node, rx.Seq) else []
         for item in node.items:

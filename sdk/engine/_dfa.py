@@ -36,8 +36,9 @@ class Dfa:
         return int(self.trans.shape[0])
 
     @cached_property
-    def chains(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per state, how many bytes of which set surely keep it alive (`_trie.chains`): trie
+    def chains(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per state, how many bytes (or characters) of which set surely keep it alive
+        (`_trie.chains`): trie
         walks take a subtree whole where it fits."""
         from ._trie import chains
 

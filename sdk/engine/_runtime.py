@@ -108,6 +108,7 @@ class Runtime:
             "masks by lexer state", MASK_CACHE_BYTES
         )
         self._accepting: dict[State, bool] = {}
+        self._first_bytes: dict[int, int] = {}
         self.lock = threading.Lock()
         eos = np.zeros(vocab.packed_len * 8, dtype=bool)
         eos[list(vocab.eos_ids)] = True
@@ -193,6 +194,21 @@ class Runtime:
             return self.trans[lex * 256 + byte]
         classes, targets, _ = self._lazy_row(lex)
         return targets[classes[byte]]
+
+    def first_bytes(self, lex: int) -> int:
+        """The bytes `lex` takes, as a 256-bit integer (bit b: byte b)."""
+        got = self._first_bytes.get(lex)
+        if got is None:
+            if lex < self.n_table:
+                row = np.frombuffer(self.trans, dtype=np.int32, count=256, offset=lex * 1024)
+            else:
+                classes, targets, _ = self._lazy_row(lex)
+                row = np.asarray(targets)[np.frombuffer(classes, dtype=np.uint8)]
+            got = int.from_bytes(np.packbits(row != 0, bitorder="little").tobytes(), "little")
+            if len(self._first_bytes) > MAX_CACHE:
+                self._first_bytes.clear()
+            self._first_bytes[lex] = got
+        return got
 
     def _lazy_of(self, lex: int) -> tuple[int, int]:
         i = bisect.bisect_right(self._lazy_bases, lex) - 1
@@ -315,8 +331,10 @@ class Runtime:
         if any(self.accepts(lex2) for lex2 in lexes):  # a lexer that may end before any byte
             alive = {b for b in plan.firsts if step(after, b)}
         else:  # every lexer has read nothing: a byte can follow iff one of them takes it
-            target = self.target
-            alive = {b for b in plan.firsts if any(target(lx, b) for lx in lexes)}
+            taken = 0
+            for lx in lexes:
+                taken |= self.first_bytes(lx)
+            alive = {b for b in plan.firsts if taken >> b & 1}
         if not alive:
             return _NO_ROWS
         vocab = self.vocab

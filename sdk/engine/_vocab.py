@@ -75,7 +75,7 @@ def _build(index: Any) -> Vocab:
         eos,
         (size + 7) // 8,
         sorted_lens,
-        _trie.build_trie(matrix, sorted_lens, order),
+        _trie.build_trie(matrix, sorted_lens, order, (size + 7) // 8),
     )
 
 
@@ -279,6 +279,8 @@ def range_events(vocab: Vocab, ranges: np.ndarray, min_rows: int = 0) -> Events:
         return ()
     cols = ranges[:, 0]
     sizes = ranges[:, 2] - ranges[:, 1]
+    if min_rows and int(sizes.sum()) <= min_rows:
+        return ()  # no column can have more
     if min_rows:
         per_col = np.bincount(cols, weights=sizes)
         ranges = ranges[per_col[cols] > min_rows]
