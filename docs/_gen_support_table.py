@@ -45,11 +45,27 @@ PROBES: list[tuple[str, Any, str]] = [
     (
         "exclusiveMinimum",
         {"type": "number", "exclusiveMinimum": 0},
-        "numbers; bounds at 0 accept every spelling (`1e-06`, `-0`), others exponent-free ones",
+        "numbers; bounds at 0 accept every spelling (`1e-06`, `-0`), others plain decimals"
+        " and scientific notation (`1e+16`, `1.5e-07`)",
     ),
     ("exclusiveMaximum", {"type": "integer", "exclusiveMaximum": 10}, "integers"),
     ("multipleOf", {"type": "integer", "multipleOf": 5}, "integer multiple of an integer"),
-    ("multipleOf", {"type": "number", "multipleOf": 0.5}, "on non-integer numbers"),
+    (
+        "multipleOf",
+        {"type": "number", "multipleOf": 0.01},
+        "a decimal step c·10^e, c = 2^a·5^b (0.01, 0.25, 1.5), without bounds or bounded at 0;"
+        " plain decimal spellings",
+    ),
+    (
+        "multipleOf",
+        {"type": "number", "multipleOf": 0.25, "minimum": 1, "maximum": 100},
+        "both bounds, at most 4096 multiples between them (listed)",
+    ),
+    (
+        "multipleOf",
+        {"type": "number", "multipleOf": 0.3},
+        "other steps without two bounds; a one-sided bound away from 0",
+    ),
     ("items", {"type": "array", "items": S}, ""),
     ("prefixItems", {"type": "array", "prefixItems": [S, I]}, "tuples"),
     ("minItems", {"type": "array", "items": S, "minItems": 1}, ""),

@@ -43,6 +43,7 @@ class UnsupportedSchemaError(SchemaError):
 
     def __init__(self, keyword: str, pointer: str = "", detail: str = "") -> None:
         self.keyword = keyword
+        self.detail = detail
         msg = f"keyword {keyword!r} cannot be enforced by the grammar"
         if detail:
             msg += f": {detail}"

@@ -14,6 +14,7 @@ import re
 import uuid
 from datetime import date
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
@@ -22,7 +23,9 @@ from hypothesis import strategies as st
 from sdk.errors import SchemaError, UnsupportedSchemaError
 from sdk.grammar._lexemes import (
     format_known,
+    integer_multiple_of,
     integer_regex,
+    number_multiple_regex,
     number_regex,
     string_excluding_regex,
     string_literal_regex,
@@ -512,6 +515,82 @@ def test_integer_multiple_of(m: int, lo: int | None, span: int | None, n: int) -
     assert fm(regex, str(n)) == expected, (m, lo, hi, n)
 
 
+_STEPS = [0.01, 0.05, 0.25, 0.5, 1.0, 2.5, 0.125, 10, 20, 0.2, 12.5, 0.001, 1, 0.04, 50, 0.3, 7]
+_DECIMAL_TEXT = st.builds(
+    lambda sign, whole, frac: sign + whole + frac,
+    st.sampled_from(["", "-"]),
+    st.one_of(st.just("0"), st.integers(1, 10**6).map(str)),
+    st.one_of(st.just(""), st.text(alphabet="0123456789", min_size=1, max_size=6).map(".".__add__)),
+)
+
+
+@SETTINGS
+@example(step=0.01, bounds=(None, None), exclusive=False, text="599.995")
+@example(step=0.01, bounds=(None, None), exclusive=False, text="599.990")
+@example(step=1.0, bounds=(0, None), exclusive=False, text="-0.00")
+@given(
+    step=st.sampled_from(_STEPS),
+    bounds=st.sampled_from(
+        [
+            (None, None),
+            (0, None),
+            (None, 0),
+            (0, 0),
+            (-5, 5.5),
+            (0.01, 9.99),
+            (-100, -3),
+            (2.5, 2.5),
+        ]
+    ),
+    exclusive=st.booleans(),
+    text=_DECIMAL_TEXT,
+)
+def test_number_multiple_of_is_exact_on_plain_decimals(
+    step: float, bounds: tuple[float | None, float | None], exclusive: bool, text: str
+) -> None:
+    """A decimal step (a multiple of 0.01 is what a price is): every plain spelling of every
+    multiple within the bounds, and nothing else; refused only where no regex is exact."""
+    lo, hi = bounds
+    kwargs: dict[str, Any] = {"minimum": lo, "maximum": hi}
+    if exclusive and lo is not None and hi is not None and lo != hi:
+        kwargs.update(exclusive_minimum=True, exclusive_maximum=True)
+    try:
+        regex = number_multiple_regex(step, **kwargs)
+    except UnsupportedSchemaError as exc:
+        assert exc.keyword == "multipleOf"
+        many = lo is not None and hi is not None and (hi - lo) / step > 4000
+        assert step in (0.3, 7) or many, (step, bounds)
+        return
+    in_dialect(regex)
+    value, unit = Decimal(text), Decimal(repr(step))
+    dec = lambda b: Decimal(repr(b))  # noqa: E731
+    expected = value % unit == 0
+    if lo is not None:
+        expected &= value > dec(lo) if kwargs.get("exclusive_minimum") else value >= dec(lo)
+    if hi is not None:
+        expected &= value < dec(hi) if kwargs.get("exclusive_maximum") else value <= dec(hi)
+    assert fm(regex, text) == expected, (step, bounds, text)
+
+
+def test_number_multiple_of_refusals_name_the_keyword() -> None:
+    with pytest.raises(UnsupportedSchemaError, match="multipleOf 0.3"):
+        number_multiple_regex(0.3)
+    with pytest.raises(UnsupportedSchemaError, match="one-sided"):
+        number_multiple_regex(0.01, minimum=1)
+    with pytest.raises(UnsupportedSchemaError, match="4096"):
+        number_multiple_regex(0.001, minimum=0, maximum=100)
+
+
+@pytest.mark.parametrize(
+    ("step", "divisor"), [(0.5, 1), (1.0, 1), (2.5, 5), (0.04, 1), (0.3, 3), (12, 12), (1.5, 3)]
+)
+def test_integer_multiple_of_a_decimal_step(step: float, divisor: int) -> None:
+    """n is a multiple of c·10^-k iff it is one of c / gcd(c, 10^k)."""
+    assert integer_multiple_of(step) == divisor
+    for n in range(-40, 41):
+        assert (Decimal(n) % Decimal(repr(step)) == 0) == (n % divisor == 0)
+
+
 def test_integer_multiple_of_unsupported() -> None:
     with pytest.raises(UnsupportedSchemaError) as info:
         integer_regex(multiple_of=3)
@@ -614,6 +693,46 @@ def test_number_bounds_at_zero_accept_every_spelling(
     v = Decimal(text)
     ok = (lo is None or (v > 0 if xlo else v >= 0)) and (hi is None or (v < 0 if xhi else v <= 0))
     assert fm(regex, text) == ok, (side, exclusive, text, regex)
+
+
+@SETTINGS
+@example(bounds=(1, None), exclusive=False, text="1e+16")
+@example(bounds=(None, 1), exclusive=False, text="1.5e-07")
+@example(bounds=(0.001, 0.002), exclusive=True, text="2E-3")
+@given(
+    bounds=st.sampled_from(
+        [(1, None), (None, 1), (0.5, 2), (1e-5, 1e5), (-3, 7.25), (-1e10, -1e-3), (100, 100)]
+        + [(1.5, None), (None, -2.5), (0.001, 0.002), (12345, 1e20), (-5, None)]
+    ),
+    exclusive=st.booleans(),
+    text=st.builds(
+        lambda sign, digit, frac, e, esign, zeros, x: f"{sign}{digit}{frac}{e}{esign}{zeros}{x}",
+        st.sampled_from(["", "-"]),
+        st.integers(1, 9),
+        st.one_of(st.just(""), st.text("0123456789", min_size=1, max_size=4).map(".".__add__)),
+        st.sampled_from("eE"),
+        st.sampled_from(["", "+", "-"]),
+        st.sampled_from(["", "0", "00"]),
+        st.integers(0, 25),
+    ),
+)
+def test_number_bounds_accept_scientific_notation(
+    bounds: tuple[float | None, float | None], exclusive: bool, text: str
+) -> None:
+    """`1e+16`, `1.5e-07`: what json.dumps writes for big and small floats is in range
+    exactly when its value is, under any bounds (one digit before the point)."""
+    lo, hi = bounds
+    kwargs: dict[str, Any] = {"minimum": lo, "maximum": hi}
+    if exclusive:
+        kwargs.update(exclusive_minimum=lo is not None, exclusive_maximum=hi is not None)
+    regex = number_regex(**kwargs)
+    in_dialect(regex)
+    value = Decimal(text)
+    dec = lambda b: Decimal(repr(b))  # noqa: E731
+    ok = (lo is None or (value > dec(lo) if exclusive else value >= dec(lo))) and (
+        hi is None or (value < dec(hi) if exclusive else value <= dec(hi))
+    )
+    assert fm(regex, text) == ok, (bounds, exclusive, text)
 
 
 def test_number_unbounded_is_full_json_syntax() -> None:

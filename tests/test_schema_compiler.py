@@ -256,9 +256,11 @@ def test_boolean_schemas() -> None:
 
 def test_validated_keywords_reported() -> None:
     g = compile_schema(
-        {"type": "array", "uniqueItems": True, "items": {"type": "number", "multipleOf": 0.1}}
+        {"type": "array", "uniqueItems": True, "items": {"type": "number", "multipleOf": 0.3}}
     )
     assert {k for k, _ in g.validated} == {"uniqueItems", "multipleOf"}
+    g = compile_schema({"type": "number", "multipleOf": 0.1})
+    assert g.validated == () and ("multipleOf", "") in g.enforced
     g = compile_schema({"if": {"properties": {"a": {"const": 1}}}, "then": {"required": ["b"]}})
     assert g.validated == (("if", ""),)
     assert ("type", "") in compile_schema({"type": "string"}).enforced

@@ -689,7 +689,7 @@ def test_strict_rejects_keywords_classified_at_grammar_emission() -> None:
     with pytest.raises(ToolDefinitionError, match=r"'step'.*multipleOf.*/properties/step"):
 
         @tool(strict=True)
-        def stepped(step: Annotated[float, Field(multiple_of=0.5)]) -> None: ...
+        def stepped(step: Annotated[float, Field(multiple_of=0.3)]) -> None: ...
 
 
 # --- models as tools -----------------------------------------------------------------------------

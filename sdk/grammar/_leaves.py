@@ -35,7 +35,7 @@ class Leaves:
         try:
             result: str = fn(**kwargs)
         except UnsupportedSchemaError as exc:
-            self.usage.validate(exc.keyword or keyword, exc.pointer or where, str(exc))
+            self.usage.validate(exc.keyword or keyword, exc.pointer or where, exc.detail)
             return None
         return result
 
@@ -125,32 +125,37 @@ class Leaves:
                 )
                 if not isinstance(hi, int):
                     hi = int(hi // 1)
-            m = n.multiple_of
-            if m is not None and not float(m).is_integer():
-                self.usage.validate("multipleOf", n.pointer, "fractional multipleOf on integers")
-                m = None
+            # an integer is a multiple of c·10^-k iff it is one of c / gcd(c, 10^k)
+            m = None
+            if n.multiple_of is not None:
+                try:
+                    m = lex.integer_multiple_of(n.multiple_of)
+                except UnsupportedSchemaError as exc:
+                    self.usage.validate("multipleOf", n.pointer, exc.detail)
             r = self._try(
                 lex.integer_regex,
                 "multipleOf",
                 n.pointer,
                 minimum=lo,
                 maximum=hi,
-                multiple_of=None if m is None else int(m),
+                multiple_of=m,
             )
             if r is None:
                 r = lex.integer_regex(minimum=lo, maximum=hi)
         else:
+            bounds = {
+                "minimum": n.minimum,
+                "maximum": n.maximum,
+                "exclusive_minimum": n.exclusive_minimum,
+                "exclusive_maximum": n.exclusive_maximum,
+            }
+            r = None
             if n.multiple_of is not None:
-                self.usage.validate("multipleOf", n.pointer, "multipleOf on non-integer numbers")
-            r = self._try(
-                lex.number_regex,
-                "minimum",
-                n.pointer,
-                minimum=n.minimum,
-                maximum=n.maximum,
-                exclusive_minimum=n.exclusive_minimum,
-                exclusive_maximum=n.exclusive_maximum,
-            )
+                r = self._try(
+                    lex.number_multiple_regex, "multipleOf", n.pointer, step=n.multiple_of, **bounds
+                )
+            if r is None:
+                r = self._try(lex.number_regex, "minimum", n.pointer, **bounds)
             if r is None:
                 r = NUMBER
         return None if r == NEVER_REGEX else r

@@ -17,11 +17,13 @@ from collections.abc import Sequence
 from ..errors import SchemaError
 from ._ecma_regex import ANY_UNIT, NEVER, encode_literal, pattern_tail
 from ._formats import format_known, format_tail
-from ._numeric import integer_regex, number_regex
+from ._numeric import integer_multiple_of, integer_regex, number_multiple_regex, number_regex
 
 __all__ = [
     "format_known",
+    "integer_multiple_of",
     "integer_regex",
+    "number_multiple_regex",
     "number_regex",
     "string_excluding_regex",
     "string_literal_regex",

@@ -5,13 +5,23 @@ differing digit. Numbers (with bounds) reuse it for the integer part and compare
 digit-wise against the bound's fraction, so exclusive bounds are exact (`> 0` accepts `0.0001`,
 rejects `0.000`).
 
-Numbers with bounds are generated without exponents: the set of values `{m × 10^e}` in a range
-is not a regular language over the texts (`0.000…01e<k>` ties k to the zero count), so no regex
-could accept every exponent form exactly. Every JSON number value has an exponent-free spelling,
-so the accepted set of *values* is still exactly the range; the texts are canonical (no
-exponent, no `-0`). The exception is bounds at zero only (`minimum: 0`, `exclusiveMaximum: 0`,
+Numbers with bounds are generated as plain decimals and in scientific notation with one
+nonzero digit before the point (`1e-06`, `2.5E+20`: what JSON serialisers write for big and
+small floats): for those the exponent decides the magnitude and the mantissa is compared
+digit-wise at a bound's own exponent, so both are exact. Other exponent forms are not
+generated: the set of values `{m × 10^e}` in a range is not a regular language over all texts
+(`0.000…01e<k>` ties k to the zero count), so no regex could accept every exponent form
+exactly. Every JSON number value has a plain spelling, so the accepted set of *values* is still
+exactly the range. The exception is bounds at zero only (`minimum: 0`, `exclusiveMaximum: 0`,
 ...): there the sign and whether the mantissa is all zeros decide, so every spelling, exponent
 and `-0` included, is accepted exactly. Without bounds the full RFC 8259 syntax is accepted.
+
+`multipleOf` on numbers accepts plain decimal spellings (trailing fraction zeros free); its
+exponent forms would tie the exponent to the digit count, so they are not generated. A step c × 10^e with c = 2^a 5^b (0.01, 0.25, 1.5, 20) is decided by the last few digits
+of value × 10^-e, so the multiples form a small regex whatever the range; with both bounds any
+step works while the range holds few multiples (they are listed). A step like 0.3 over an
+unbounded range would need the digits' remainder mod 3 (regular, but no small regex): it is
+refused.
 """
 
 from __future__ import annotations
@@ -412,6 +422,60 @@ def _nonneg(a: Decimal, sa: bool, b: Decimal | None, sb: bool) -> str | None:
     return _alt(parts)
 
 
+def _exponents(lo: int | None, hi: int | None) -> str | None:
+    """`[eE]` and the exponent texts (sign and leading zeros free) of the integers in
+    [lo, hi] (None: unbounded)."""
+    if lo is not None and hi is not None and lo > hi:
+        return None
+    parts = []
+    if lo is None or lo < 0:
+        # |x| in [max(1, -hi), -lo]
+        mags = nat_range(1 if hi is None or hi >= 0 else -hi, None if lo is None else -lo)
+        if mags is not None:
+            parts.append("-0*" + _wrap_s(mags))
+    if (lo is None or lo <= 0) and (hi is None or hi >= 0):
+        parts.append("[+\\-]?0+")
+    if hi is None or hi > 0:
+        mags = nat_range(1 if lo is None or lo <= 0 else lo, hi)
+        if mags is not None:
+            parts.append("\\+?0*" + _wrap_s(mags))
+    return "[eE]" + _wrap_s("|".join(parts)) if parts else None
+
+
+_MANTISSA = "[1-9](?:\\.[0-9]+)?"
+
+
+def _scientific(a: Decimal, sa: bool, b: Decimal | None, sb: bool) -> str | None:
+    """Texts m·10^x with one nonzero digit before the point (`1e-06`, `2.5E+20`: scientific
+    notation as serialisers write it) whose value is in (a|[a) .. (b|b]); 0 <= a. Each x
+    between the bounds' own exponents takes any mantissa; at a bound's exponent the mantissa
+    is compared digit-wise, as plain decimals are."""
+    xa = a.adjusted() if a > 0 else None
+    xb = b.adjusted() if b is not None and b > 0 else None
+    if b is not None and b <= 0:
+        return None
+    parts = []
+
+    def add(mantissa: str | None, exps: str | None) -> None:
+        if mantissa is not None and exps is not None:
+            parts.append(_wrap_s(mantissa) + exps)
+
+    ten = Decimal(10)
+    if xa is not None and xa == xb:
+        assert b is not None
+        add(_nonneg(a.scaleb(-xa), sa, b.scaleb(-xa), sb), _exponents(xa, xa))
+        return _alt(parts)
+    if xa is not None:
+        add(_nonneg(a.scaleb(-xa), sa, ten, True), _exponents(xa, xa))
+    inner_lo = None if xa is None else xa + 1
+    inner_hi = None if xb is None else xb - 1
+    add(_MANTISSA, _exponents(inner_lo, inner_hi))
+    if xb is not None:
+        assert b is not None
+        add(_nonneg(Decimal(1), False, b.scaleb(-xb), sb), _exponents(xb, xb))
+    return _alt(parts)
+
+
 def _sign_only(no_lo: bool, no_hi: bool, ex_lo: bool, ex_hi: bool) -> str:
     """Bounds at zero only: any spelling (exponents, `-0`) of an allowed sign."""
     parts = []
@@ -454,9 +518,10 @@ def number_regex(
     # nonnegative values
     if hi is None or hi > 0 or (hi == 0 and not exclusive_maximum):
         if lo is None or lo < 0:
-            pos = _nonneg(Decimal(0), False, hi, exclusive_maximum)
+            pos_range = (Decimal(0), False, hi, exclusive_maximum)
         else:
-            pos = _nonneg(lo, exclusive_minimum, hi, exclusive_maximum)
+            pos_range = (lo, exclusive_minimum, hi, exclusive_maximum)
+        pos = _alt([p for p in (_nonneg(*pos_range), _scientific(*pos_range)) if p])
         if pos is not None:
             parts.append(pos)
     # negative values: |x| in (max(0, -hi) .. -lo), |x| > 0 strictly
@@ -466,7 +531,172 @@ def number_regex(
         else:
             a, sa = -hi, exclusive_maximum
         b, sb = (None, False) if lo is None else (-lo, exclusive_minimum)
-        neg = _nonneg(a, sa, b, sb)
+        neg = _alt([p for p in (_nonneg(a, sa, b, sb), _scientific(a, sa, b, sb)) if p])
         if neg is not None:
             parts.insert(0, "-" + _wrap_s(neg))
+    return _alt(parts) or NEVER
+
+
+# --------------------------------------------------------------------------- multipleOf on numbers
+
+#: Bounded ranges with at most this many multiples are enumerated.
+MAX_ENUMERATED_MULTIPLES = 4096
+
+
+def _step(step: float | int) -> tuple[int, int]:
+    """`step` = c × 10^e with c a positive integer not divisible by 10 (what the schema
+    author wrote: a float is read by its shortest spelling)."""
+    d = _to_decimal(step, "multipleOf")
+    if d is None or d <= 0:
+        raise SchemaError("multipleOf must be a finite number > 0")
+    _check_size(d, "multipleOf")
+    _, digits, exp = d.normalize().as_tuple()
+    c = int("".join(map(str, digits)))
+    e = int(exp)
+    while c % 10 == 0:
+        c //= 10
+        e += 1
+    return c, e
+
+
+def integer_multiple_of(step: float | int) -> int:
+    """The integer m such that an integer n is a multiple of `step` iff m divides n: for
+    c × 10^-k, n·10^k / c is whole iff c / gcd(c, 10^k) divides n."""
+    c, e = _step(step)
+    if e >= 0:
+        return c * 10**e
+    return c // math.gcd(c, 10**-e)
+
+
+def _fraction_of(values: list[str]) -> str:
+    """`.F` (optional where the all-zero value is allowed) for fraction digit strings
+    `values`: F is one of them with trailing zeros free to drop or add, at least one digit."""
+    kept = sorted({v.rstrip("0") for v in values})
+    alts = []
+    if any(kept):
+        alts.append(_wrap_s(_trie([v for v in kept if v])) + "0*")
+    if "" in kept:
+        alts.append("0+")
+    body = r"\." + _wrap_s("|".join(alts))
+    return f"(?:{body})?" if "" in kept else body
+
+
+def _ending_in(tail: str) -> str:
+    """Canonical integer parts whose last len(tail) digits, zero-padded, are `tail`."""
+    short = tail.lstrip("0")
+    return "(?:" + (short or "0") + "|[1-9][0-9]*" + tail + ")"
+
+
+def _unbounded_multiples(c: int, k: int, d: int) -> str:
+    """Nonnegative plain decimal texts of the multiples of c × 10^-k (k ≥ 1), where c | 10^d:
+    N = value × 10^k must be whole (no nonzero digit past the k-th fraction digit) and its
+    last d digits a multiple of c."""
+    window = [f"{r:0{d}d}" for r in range(0, 10**d, c)]
+    if d <= k:
+        # the last d digits are fraction digits k-d+1..k: the first k-d are free, and a
+        # shorter fraction is padded with zeros
+        free = k - d
+        tails = [w[:j] for w in window for j in range(1, d) if w[j:] == "0" * (d - j)]
+        ends = [_wrap_s(_trie(sorted(set(tails))))] if tails else []
+        ends.append(_wrap_s(_trie(window)) + "0*")
+        alts = [f"[0-9]{{1,{free}}}"] if free else []
+        alts.append(_rep(free) + _wrap_s("|".join(ends)))
+        return "(?:0|[1-9][0-9]*)" + r"(?:\." + _wrap_s("|".join(alts)) + ")?"
+    # the window reaches into the integer part: its last d-k digits and the k fraction digits
+    r = d - k
+    by_int: dict[str, list[str]] = {}
+    for w in window:
+        by_int.setdefault(w[:r], []).append(w[r:])
+    return _wrap_s("|".join(_ending_in(wi) + _fraction_of(fr) for wi, fr in sorted(by_int.items())))
+
+
+def _no_multiples(step: float | int, why: str) -> UnsupportedSchemaError:
+    return UnsupportedSchemaError("multipleOf", "", f"multipleOf {step} {why} is not expressible")
+
+
+def number_multiple_regex(
+    step: float | int,
+    *,
+    minimum: float | int | None = None,
+    maximum: float | int | None = None,
+    exclusive_minimum: bool = False,
+    exclusive_maximum: bool = False,
+) -> str:
+    """JSON number texts (plain decimals, no exponent; see the module doc) whose value is a
+    multiple of `step` and lies within the bounds.
+
+    Exact without bounds when the step is c × 10^e with c = 2^a 5^b (0.01, 0.25, 1.5, 20:
+    the last few digits decide), and with both bounds when the range holds at most
+    MAX_ENUMERATED_MULTIPLES multiples (enumerated); otherwise
+    `UnsupportedSchemaError("multipleOf")`."""
+    c, e = _step(step)
+    lo = _to_decimal(minimum, "minimum") if minimum is not None else None
+    hi = _to_decimal(maximum, "maximum") if maximum is not None else None
+    if (minimum is not None and lo is None and minimum > 0) or (
+        maximum is not None and hi is None and maximum < 0
+    ):
+        return NEVER  # +inf minimum or -inf maximum
+    at_zero = (lo is None or (lo == 0 and not exclusive_minimum)) and (
+        hi is None or (hi == 0 and not exclusive_maximum)
+    )
+    if (lo is not None or hi is not None) and not at_zero:
+        if lo is None or hi is None:
+            raise _no_multiples(step, "with a one-sided bound away from zero")
+        _check_size(lo, "minimum")
+        _check_size(hi, "maximum")
+        unit = Decimal(c).scaleb(e)
+        first = math.ceil(lo / unit)
+        last = math.floor(hi / unit)
+        if exclusive_minimum and first * unit == lo:
+            first += 1
+        if exclusive_maximum and last * unit == hi:
+            last -= 1
+        if last - first >= MAX_ENUMERATED_MULTIPLES:
+            raise _no_multiples(step, f"over more than {MAX_ENUMERATED_MULTIPLES} values")
+        return _enumerated(unit, first, last)
+    if lo is not None and hi is not None:
+        return r"-?0(?:\.0+)?"  # both bounds at zero
+    if e >= 0:
+        m = c * 10**e
+        k = _pow25(m)
+        if k is None:
+            raise _no_multiples(step, "over an unbounded range")
+        whole = "(?:0|[1-9][0-9]*)" if m == 1 else _wrap_s(_nat_multiple(0, None, m, k) or "0")
+        magnitude = whole + r"(?:\.0+)?"
+    else:
+        d = _pow25(c)
+        if d is None:
+            raise _no_multiples(step, "over an unbounded range")
+        magnitude = _unbounded_multiples(c, -e, d)
+    # inclusive bounds at zero: the sign decides (zero may be written `-0` or `0`)
+    zero = r"0(?:\.0+)?"
+    if lo is None and hi is None:
+        return "-?" + magnitude
+    if lo is None:
+        return "(?:-" + magnitude + "|" + zero + ")"
+    return "(?:-" + zero + "|" + magnitude + ")"
+
+
+def _enumerated(unit: Decimal, first: int, last: int) -> str:
+    """The multiples first·unit .. last·unit, each in every plain spelling (trailing
+    fraction zeros free; zero also as `-0`)."""
+    if first > last:
+        return NEVER
+    # per sign: integer part -> its fractions (digits without trailing zeros)
+    sides: dict[str, dict[str, list[str]]] = {"-": {}, "": {}}
+    for q in range(first, last + 1):
+        v = unit * q
+        whole, frac = _split(abs(v))
+        sides["-" if v < 0 else ""].setdefault(str(whole), []).append(frac)
+        if v == 0:
+            sides["-"].setdefault("0", []).append("")
+    parts = []
+    for sign, by_int in sides.items():
+        # integer parts with the same fractions are one alternative
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for whole_text, fracs in by_int.items():
+            groups.setdefault(tuple(sorted(fracs)), []).append(whole_text)
+        alts = [_wrap_s(_trie(sorted(ws))) + _fraction_of(list(fr)) for fr, ws in groups.items()]
+        if alts:
+            parts.append(sign + _wrap_s("|".join(alts)))
     return _alt(parts) or NEVER
