@@ -443,6 +443,23 @@ def _plain_walk(tokens: list[bytes], dfa: Any, state: int) -> tuple[set[int], se
     return kept, events
 
 
+def _check_walks_on(words: list[bytes], pattern: str) -> None:
+    """The compiled trie walk of a vocabulary of `words` from every state of `pattern` gives
+    exactly the tokens and boundary events of the byte-by-byte reference."""
+    from sdk.engine import _vocab
+
+    index = TinyIndex(tuple(words), frozenset())
+    vocab = _vocab.vocab_of(index)
+    tokens = [words[t] for t in vocab.ids.tolist()]
+    dfa = compile_regex(pattern)
+    for state in range(1, dfa.n_states):
+        kept, events = _plain_walk(tokens, dfa, state)
+        packed, ranges = _vocab.walk_vocabulary(vocab, dfa, state)
+        got = _vocab.range_events(vocab, ranges)
+        assert (packed == _vocab.pack_rows(vocab, np.asarray(sorted(kept), dtype=np.int64))).all()
+        assert {(c, r) for c, rows, _ in got for r in rows.tolist()} == events
+
+
 @given(
     words=st.lists(
         st.binary(min_size=1, max_size=6).map(
@@ -460,18 +477,7 @@ def _plain_walk(tokens: list[bytes], dfa: Any, state: int) -> tuple[set[int], se
 def test_trie_walk_on_random_vocabularies(words: list[bytes], pattern: str) -> None:
     """Duplicates, NUL bytes, tokens that are prefixes of others, multi-byte characters: the
     trie (built by sorting padded rows) walks exactly like the byte-by-byte reference."""
-    from sdk.engine import _vocab
-
-    index = TinyIndex(tuple(words), frozenset())
-    vocab = _vocab.vocab_of(index)
-    tokens = [words[t] for t in vocab.ids.tolist()]
-    dfa = compile_regex(pattern)
-    for state in range(1, dfa.n_states):
-        kept, events = _plain_walk(tokens, dfa, state)
-        packed, ranges = _vocab.walk_vocabulary(vocab, dfa, state)
-        got = _vocab.range_events(vocab, ranges)
-        assert (packed == _vocab.pack_rows(vocab, np.asarray(sorted(kept), dtype=np.int64))).all()
-        assert {(c, r) for c, rows, _ in got for r in rows.tolist()} == events
+    _check_walks_on(words, pattern)
 
 
 _UTF8_PIECES = [
@@ -521,18 +527,7 @@ def test_trie_walk_takes_whole_only_well_formed_characters(
     """The walk takes a subtree whole where each multi-byte character steps the lexer like one
     byte: split characters, surrogates, overlong and out-of-range sequences must still be
     walked byte by byte, and give exactly the byte-by-byte reference."""
-    from sdk.engine import _vocab
-
-    index = TinyIndex(tuple(words), frozenset())
-    vocab = _vocab.vocab_of(index)
-    tokens = [words[t] for t in vocab.ids.tolist()]
-    dfa = compile_regex(pattern)
-    for state in range(1, dfa.n_states):
-        kept, events = _plain_walk(tokens, dfa, state)
-        packed, ranges = _vocab.walk_vocabulary(vocab, dfa, state)
-        got = _vocab.range_events(vocab, ranges)
-        assert (packed == _vocab.pack_rows(vocab, np.asarray(sorted(kept), dtype=np.int64))).all()
-        assert {(c, r) for c, rows, _ in got for r in rows.tolist()} == events
+    _check_walks_on(words, pattern)
 
 
 def _well_formed_prefix(data: bytes) -> bool:

@@ -643,6 +643,13 @@ def excluding_prefixes(after: Dfa, words: list[bytes]) -> Dfa:
     for u in range(n_nodes):  # parents are created before their children
         for b, c in child[u].items():
             at[c] = after.trans[at[u], b]
+    # nodes with the same state of `after` and the same (merged) children accept the same
+    # rests: one state for each, as minimisation would (word endings share their tails)
+    same: dict[tuple[object, ...], int] = {}
+    canon = list(range(n_nodes))
+    for u in range(n_nodes - 1, -1, -1):  # children before parents
+        sig = (int(at[u]), end[u], tuple((b, canon[c]) for b, c in sorted(child[u].items())))
+        canon[u] = same.setdefault(sig, u)
     # states: 0 dead, 1..n_nodes the trie nodes, then after's states 1.. shifted by n_nodes
     shift = n_nodes
     moved = np.where(after.trans != 0, after.trans + shift, 0).astype(np.int32)
@@ -650,7 +657,7 @@ def excluding_prefixes(after: Dfa, words: list[bytes]) -> Dfa:
     rows[at == 0] = 0
     for u in range(n_nodes):
         for b, c in child[u].items():
-            rows[u, b] = 0 if end[c] or at[c] == 0 else c + 1
+            rows[u, b] = 0 if end[c] or at[c] == 0 else canon[c] + 1
     trans = np.concatenate([np.zeros((1, 256), dtype=np.int32), rows, moved[1:]])
     acc = np.concatenate([[False], after.accepting[at] & (at != 0), after.accepting[1:]])
     return _trim(trans, acc)

@@ -444,6 +444,14 @@ def chains(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
 
 
 @njit(cache=True, nogil=True)
+def _grown(a: np.ndarray, n: int) -> np.ndarray:  # pragma: no cover - compiled
+    """`a` with twice the room, its first n entries kept."""
+    out = np.empty(2 * a.shape[0], a.dtype)
+    out[:n] = a[:n]
+    return out
+
+
+@njit(cache=True, nogil=True)
 def _walk_trie(
     byte: np.ndarray,
     depth: np.ndarray,
@@ -475,9 +483,9 @@ def _walk_trie(
     cap = 64
     events = np.empty((cap, 3), np.int64)
     n_ev = 0
-    run_cap = 64  # runs of trie positions of the tokens that stay inside the lexeme
-    run_lo = np.empty(run_cap, np.int64)
-    run_hi = np.empty(run_cap, np.int64)
+    # runs of trie positions of the tokens that stay inside the lexeme
+    run_lo = np.empty(64, np.int64)
+    run_hi = np.empty(64, np.int64)
     n_run = 0
     taken = 0
     i = 0
@@ -539,14 +547,9 @@ def _walk_trie(
             if n_run > 0 and run_hi[n_run - 1] == lo:
                 run_hi[n_run - 1] = hi
             else:
-                if n_run == run_cap:
-                    run_cap *= 2
-                    grown_lo = np.empty(run_cap, np.int64)
-                    grown_lo[:n_run] = run_lo[:n_run]
-                    run_lo = grown_lo
-                    grown_hi = np.empty(run_cap, np.int64)
-                    grown_hi[:n_run] = run_hi[:n_run]
-                    run_hi = grown_hi
+                if n_run == run_lo.shape[0]:
+                    run_lo = _grown(run_lo, n_run)
+                    run_hi = _grown(run_hi, n_run)
                 run_lo[n_run] = lo
                 run_hi[n_run] = hi
                 n_run += 1
@@ -626,9 +629,8 @@ def walk_rows(
     n = rows.shape[0]
     kept = np.empty(n, np.int64)
     n_kept = 0
-    cap = 64
-    ev_col = np.empty(cap, np.int64)
-    ev_row = np.empty(cap, np.int64)
+    ev_col = np.empty(64, np.int64)
+    ev_row = np.empty(64, np.int64)
     n_ev = 0
     ends = np.empty(matrix.shape[1] + 1, np.int64)
     for i in range(n):
@@ -649,14 +651,9 @@ def walk_rows(
             kept[n_kept] = r
             n_kept += 1
         elif n_ends:
-            if n_ev + n_ends > cap:
-                cap = 2 * (n_ev + n_ends)
-                grown_c = np.empty(cap, np.int64)
-                grown_c[:n_ev] = ev_col[:n_ev]
-                ev_col = grown_c
-                grown_r = np.empty(cap, np.int64)
-                grown_r[:n_ev] = ev_row[:n_ev]
-                ev_row = grown_r
+            while n_ev + n_ends > ev_col.shape[0]:
+                ev_col = _grown(ev_col, n_ev)
+                ev_row = _grown(ev_row, n_ev)
             for j in range(n_ends):
                 ev_col[n_ev] = ends[j]
                 ev_row[n_ev] = r
