@@ -25,7 +25,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sdk._ast_lock import AST_LOCK, literal_pattern
+from sdk._ast_lock import AST_LOCK
+from sdk._lark_literals import literal_pattern
 from sdk._regex_ast import MAX_CODEPOINT
 from sdk.errors import GrammarError, SDKError, TooComplexError
 

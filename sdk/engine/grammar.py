@@ -25,7 +25,8 @@ from lark.grammar import Symbol as LarkSymbol
 from lark.lexer import PatternRE, PatternStr
 from lark.load_grammar import GrammarBuilder, _parse_grammar
 
-from sdk._ast_lock import AST_LOCK, literal_pattern
+from sdk._ast_lock import AST_LOCK
+from sdk._lark_literals import literal_pattern
 
 from .._cache import BoundedCache
 from ..errors import GrammarError, RegexError, SDKError, TooComplexError
