@@ -11,7 +11,6 @@ object across grammars.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import threading
 import weakref
 from dataclasses import dataclass
@@ -79,7 +78,7 @@ def _build(index: Any) -> Vocab:
     )
 
 
-Event = tuple[int, np.ndarray, int]  # (column, matrix rows, unique key of this row set)
+Event = tuple[int, np.ndarray, bytes]  # (column, matrix rows, content key of the row set)
 Events = tuple[Event, ...]
 
 
@@ -109,7 +108,17 @@ def _per_vocab(
 
 
 _walk_cache: weakref.WeakKeyDictionary[Vocab, BoundedCache[Any, Walk]] = weakref.WeakKeyDictionary()
-_row_keys = itertools.count(1)
+
+
+def rows_key(rows: np.ndarray) -> bytes:
+    """A name for a set of token rows, by content: walks that cut the same tokens at the same
+    byte (the counts of a bounded string, the same key in two objects) share their follow-up
+    walks. A 16-byte digest: a collision would take 2^64 row sets."""
+    return hashlib.blake2b(
+        np.ascontiguousarray(rows, dtype=np.int64).tobytes(), digest_size=16
+    ).digest()
+
+
 WALK_CACHE_BYTES = 160 << 20
 
 
@@ -124,11 +133,16 @@ def window_depth(vocab: Vocab) -> int:
 
 
 def cached_walk(
-    vocab: Vocab, dfa: au.AnyDfa, state: int, col: int, rows: np.ndarray | None, rows_key: int
+    vocab: Vocab,
+    dfa: au.AnyDfa,
+    state: int,
+    col: int,
+    rows: np.ndarray | None,
+    rows_key: bytes | int,
 ) -> Walk:
-    """`walk`, memoised across grammars: row sets are named by the key of the event that
-    produced them, so the same boundary crossing is never walked twice. A lazy automaton is
-    walked on the window of states a token can reach."""
+    """`walk`, memoised across grammars: row sets are named by their content (`rows_key`), so
+    the same boundary crossing is never walked twice, whichever walk produced it. A lazy
+    automaton is walked on the window of states a token can reach."""
     cache = _per_vocab(_walk_cache, vocab, "vocabulary walks", WALK_CACHE_BYTES)
     if isinstance(dfa, LazyDfa):
         depth = window_depth(vocab)
@@ -294,7 +308,7 @@ def range_events(vocab: Vocab, ranges: np.ndarray, min_rows: int = 0) -> Events:
     rows = vocab.trie.order[positions]
     bounds = np.flatnonzero(np.diff(cols)) + 1
     return tuple(
-        (int(c), part, next(_row_keys))
+        (int(c), part, rows_key(part))
         for c, part in zip(
             cols[np.r_[0, bounds]].tolist(), np.split(rows, starts[bounds]), strict=True
         )
@@ -316,7 +330,7 @@ def walk(
     ev_col, ev_row = ev_col[order], ev_row[order]
     bounds = np.flatnonzero(np.diff(ev_col)) + 1
     events = tuple(
-        (int(c), part, next(_row_keys))
+        (int(c), part, rows_key(part))
         for c, part in zip(ev_col[np.r_[0, bounds]].tolist(), np.split(ev_row, bounds), strict=True)
     )
     return kept, events
