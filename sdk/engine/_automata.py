@@ -623,20 +623,7 @@ def excluding_prefixes(after: Dfa, words: list[bytes]) -> Dfa:
     round per byte of the longest word on what is a trie."""
     if b"" in words:
         return empty_dfa()
-    # the trie, nodes numbered in creation order (0: the root)
-    child: list[dict[int, int]] = [{}]
-    end = [False]
-    for w in sorted(set(words)):
-        u = 0
-        for b in w:
-            nxt = child[u].get(b)
-            if nxt is None:
-                nxt = len(child)
-                child[u][b] = nxt
-                child.append({})
-                end.append(False)
-            u = nxt
-        end[u] = True
+    child, end = _word_trie(words)
     n_nodes = len(child)
     at = np.zeros(n_nodes, dtype=np.int64)  # the state of `after` each node's prefix reaches
     at[0] = 1
@@ -833,10 +820,9 @@ def _finite_words(node: rx.Node) -> list[bytes] | None:
     return None
 
 
-def _trie(words: list[bytes]) -> Dfa:
-    """The minimal DFA of a finite set of texts: their trie (one state per distinct prefix),
-    then minimised (shared suffixes). Subset construction over the alternation costs ~10x
-    more for the same automaton."""
+def _word_trie(words: list[bytes]) -> tuple[list[dict[int, int]], list[bool]]:
+    """The trie of `words`: per node (0 the root, parents numbered before their children) its
+    children by byte, and whether a word ends there."""
     children: list[dict[int, int]] = [{}]
     final = [False]
     for w in dict.fromkeys(words):
@@ -850,6 +836,14 @@ def _trie(words: list[bytes]) -> Dfa:
                 children[node][b] = nxt
             node = nxt
         final[node] = True
+    return children, final
+
+
+def _trie(words: list[bytes]) -> Dfa:
+    """The minimal DFA of a finite set of texts: their trie (one state per distinct prefix),
+    then minimised (shared suffixes). Subset construction over the alternation costs ~10x
+    more for the same automaton."""
+    children, final = _word_trie(words)
     trans = np.zeros((len(children) + 1, 256), dtype=np.int32)
     for k, edges in enumerate(children):
         for b, t in edges.items():

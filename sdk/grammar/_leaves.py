@@ -125,20 +125,13 @@ class Leaves:
                 )
                 if not isinstance(hi, int):
                     hi = int(hi // 1)
-            # an integer is a multiple of c·10^-k iff it is one of c / gcd(c, 10^k)
-            m = None
-            if n.multiple_of is not None:
-                try:
-                    m = lex.integer_multiple_of(n.multiple_of)
-                except UnsupportedSchemaError as exc:
-                    self.usage.validate("multipleOf", n.pointer, exc.detail)
             r = self._try(
                 lex.integer_regex,
                 "multipleOf",
                 n.pointer,
                 minimum=lo,
                 maximum=hi,
-                multiple_of=m,
+                multiple_of=n.multiple_of,
             )
             if r is None:
                 r = lex.integer_regex(minimum=lo, maximum=hi)

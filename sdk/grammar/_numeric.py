@@ -137,9 +137,10 @@ def integer_regex(
 
     Float bounds are allowed (rounded inwards: ceil of minimum, floor of maximum).
 
-    `multiple_of` is exact when it is 1, when it only has prime factors 2 and 5 (divisibility is
-    then decided by the last k digits), or when the range holds at most 4096 multiples
-    (enumerated); otherwise `UnsupportedSchemaError("multipleOf")`.
+    `multiple_of` (a fractional step means the integer one of `integer_multiple_of`) is exact
+    when it is 1, when it only has prime factors 2 and 5 (divisibility is then decided by the
+    last k digits), or when the range holds at most 4096 multiples (enumerated); otherwise
+    `UnsupportedSchemaError("multipleOf")`.
     """
     lo_b = _int_bound(minimum, "minimum", True)
     hi_b = _int_bound(maximum, "maximum", False)
@@ -152,11 +153,8 @@ def integer_regex(
         return NEVER
     m: int | None = None
     if multiple_of is not None:
-        if isinstance(multiple_of, float) and not multiple_of.is_integer():
-            raise UnsupportedSchemaError("multipleOf", "", "non-integer multipleOf on integers")
-        if multiple_of <= 0:
-            raise SchemaError("multipleOf must be > 0")
-        m = int(multiple_of) if multiple_of != 1 else None
+        m = integer_multiple_of(multiple_of)
+        m = None if m == 1 else m
     if m is None:
         if lo is None and hi is None:
             return JSON_INTEGER
