@@ -6,6 +6,9 @@ for the automata). The dialects differ in their escapes, classes and anchors, no
 parse into: one tree of `Chars`/`Seq`/`Alt`/`Repeat`/`Look` nodes (ECMA adds `Anchor`), with
 character sets kept as sorted, disjoint code-point ranges so that `.` or `[^"]` cost two
 ranges, not a million characters. One copy of the range algebra serves both.
+
+Nodes have slots: the regex and terminal caches keep tens of thousands of them, and a
+`__dict__` each costs memory (and on Python 3.10, one more object for the collector to walk).
 """
 
 from __future__ import annotations
@@ -62,29 +65,29 @@ def contains(ranges: Ranges, cp: int) -> bool:
     return any(lo <= cp <= hi for lo, hi in ranges)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Chars:
     ranges: Ranges
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Seq:
     items: tuple[Node, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Alt:
     items: tuple[Node, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Repeat:
     item: Node
     min: int
     max: int | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Anchor:
     """`^` (end=False) or `$` (end=True); only ECMA patterns have them (Lark terminals are
     always matched whole)."""
@@ -92,7 +95,7 @@ class Anchor:
     end: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Look:
     """`(?=body)` / `(?!body)`: intersects (or subtracts) `body.*` with the rest of its group."""
 

@@ -270,6 +270,31 @@ def test_regex_errors_name_the_terminal() -> None:
         CompiledGrammar.from_lark("start: WORD\nWORD: /\\bx/")
 
 
+def _accepts(grammar: CompiledGrammar, text: str) -> bool:
+    m = Matcher(grammar, INDEX)
+    return all(m.try_advance(TOKENS.index(bytes([b]))) for b in text.encode()) and m.is_accepting()
+
+
+@pytest.mark.parametrize(
+    ("grammar", "yes", "no"),
+    [
+        # one-literal terminals take the memo keyed by their Lark text; flags are part of it
+        ('start: A B\nA: "ab"i\nB: "ab"', ["ABab", "aBab"], ["abAB", "abab "]),
+        ('start: A "ab"i\nA: /a+b/', ["aabAB"], ["ab", "aabaB "]),
+        # a terminal built from others is not one literal: it goes the AST way
+        ('start: C\nC: A "-" A\nA: "x"i', ["x-X", "X-x"], ["x-", "xx"]),
+        ('start: A | B\nA: /[0-9]+/\nB: "0"', ["0", "12"], ["", "a"]),
+    ],
+)
+def test_literal_terminals_keep_their_flags_inline_and_named(
+    grammar: str, yes: list[str], no: list[str]
+) -> None:
+    for _ in range(2):  # the second compile reads the memoised literals
+        g = CompiledGrammar.from_lark(grammar)
+        assert all(_accepts(g, t) for t in yes)
+        assert not any(_accepts(g, t) for t in no)
+
+
 def test_dead_state_raises_instead_of_empty_mask() -> None:
     grammar = CompiledGrammar.from_lark('start: "a"')
     m = Matcher(grammar, INDEX)

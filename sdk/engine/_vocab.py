@@ -94,6 +94,9 @@ class Walk:
     packed: np.ndarray | None
     #: whole-vocabulary walks: every event as trie position ranges, rows (c, lo, hi) sorted
     ranges: np.ndarray | None = None
+    #: `suffix_plan`'s answer, set on first use (an attribute, not a weak-keyed table: one
+    #: object fewer per walk for the garbage collector to track)
+    plan: SuffixPlan | None = None
 
 
 def _per_vocab(
@@ -209,21 +212,22 @@ class SuffixPlan:
     depends only on its bytes after c (every event of a configuration continues from the same
     parser state), so a range whose first byte cannot follow is skipped whole."""
 
-    ranges: list[tuple[int, int, int]]
-    first: list[int]
+    # Arrays, not lists: a plan is built for every new walk (a list of lists cost more than
+    # the walk's check), and arrays are nothing the garbage collector has to walk.
+    ranges: np.ndarray  # (k, 3) int64
+    first: np.ndarray  # (k,) uint8
     firsts: frozenset[int]
 
 
 #: A whole walk's boundary events of at most this many tokens (per column) are checked token
 #: by token against the parser; bigger ones are walked per follow-up terminal.
 SMALL_EVENT_ROWS = 256
-_plans: weakref.WeakKeyDictionary[Walk, SuffixPlan] = weakref.WeakKeyDictionary()
-_NO_PLAN = SuffixPlan([], [], frozenset())
+_NO_PLAN = SuffixPlan(np.zeros((0, 3), dtype=np.int64), np.zeros(0, dtype=np.uint8), frozenset())
 
 
 def suffix_plan(vocab: Vocab, walk: Walk, max_rows: int = SMALL_EVENT_ROWS) -> SuffixPlan:
     """The plan of the events of `walk` with at most `max_rows` rows, cached per walk."""
-    got = _plans.get(walk)
+    got = walk.plan
     if got is None:
         ranges = walk.ranges
         got = _NO_PLAN
@@ -232,10 +236,9 @@ def suffix_plan(vocab: Vocab, walk: Walk, max_rows: int = SMALL_EVENT_ROWS) -> S
             per_col = np.bincount(cols, weights=ranges[:, 2] - ranges[:, 1])
             small = ranges[per_col[cols] <= max_rows]
             if len(small):
-                first = vocab.matrix[vocab.trie.order[small[:, 1]], small[:, 0]].tolist()
-                got = SuffixPlan(small.tolist(), first, frozenset(first))
-        with _lock:
-            _plans[walk] = got
+                first = vocab.matrix[vocab.trie.order[small[:, 1]], small[:, 0]]
+                got = SuffixPlan(small, first, frozenset(np.unique(first).tolist()))
+        object.__setattr__(walk, "plan", got)  # a race computes the same plan twice
     return got
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -133,16 +134,22 @@ class CompiledGrammar:
 
 
 class _SymNfa:
+    """Edges by source state; most of a rule's NFA states have no edge of one kind or the
+    other, so the lists are only made for those that do."""
+
+    __slots__ = ("eps", "edges", "n")
+
     def __init__(self) -> None:
-        self.eps: list[list[int]] = []
-        self.edges: list[list[tuple[Symbol, int]]] = []
+        self.eps: defaultdict[int, list[int]] = defaultdict(list)
+        self.edges: defaultdict[int, list[tuple[Symbol, int]]] = defaultdict(list)
+        self.n = 0
 
     def state(self) -> int:
-        if len(self.eps) >= MAX_RULE_NFA_STATES:
+        n = self.n
+        if n >= MAX_RULE_NFA_STATES:
             raise TooComplexError(f"a rule's automaton exceeds {MAX_RULE_NFA_STATES} states")
-        self.eps.append([])
-        self.edges.append([])
-        return len(self.eps) - 1
+        self.n = n + 1
+        return n
 
 
 class _Builder:
@@ -152,6 +159,7 @@ class _Builder:
         self.term_ids: dict[Any, int] = {}  # AST or name -> id
         self.terminals: list[au.AnyDfa] = []
         self.term_names: list[str] = []
+        self.term_live: dict[int, bool] = {}  # terminal id -> it matches a non-empty string
         self.term_defs: dict[str, Tree] = {}
         self.rule_ids: dict[str, int] = {}
         self.rule_trees: list[Tree] = []
@@ -228,11 +236,28 @@ class _Builder:
             return rx.Repeat(node, lo, hi)
         raise GrammarError(f"unsupported operator {op!r}")
 
-    def term_id(self, key: Any, name: str, ast: Callable[[], rx.Node]) -> int:
+    def term_id(
+        self,
+        key: Any,
+        name: str,
+        ast: Callable[[], rx.Node] | None = None,
+        literal: Token | None = None,
+    ) -> int:
+        """The id of terminal `key`, built from `ast()` or, for a terminal that is one
+        literal, from the literal's text (memoised across grammars by that text: most
+        terminals of a schema's grammar are literals seen before, and their AST alone cost
+        more than the lookup)."""
         tid = self.term_ids.get(key)
         if tid is None:
             try:
-                dfa = _compile_ast(ast())
+                if literal is not None:
+                    dfa = _literal_dfas.get(str(literal))
+                    if dfa is None:
+                        dfa = _compile_ast(self.literal_ast(literal))
+                        _literal_dfas.put(str(literal), dfa, au.cache_size(dfa))
+                else:
+                    assert ast is not None
+                    dfa = _compile_ast(ast())
             except RegexError as e:
                 raise RegexError(f"terminal {name}: {e}") from e
             tid = len(self.terminals)
@@ -282,13 +307,20 @@ class _Builder:
             e = nfa.state()
             name = tree.name
 
+            key = ("name", name)
+            lit = None if key in self.term_ids else _single_literal(self.term_defs.get(name))
+            if lit is not None or key in self.term_ids:
+                # `NAME: "..."` or `NAME: /.../`, what the compiler writes, or seen before
+                self.term_edge(nfa, s, e, key, name, literal=lit)
+                return s, e
+
             def named() -> rx.Node:
                 try:
                     return self.named_term_ast(name, 0)
                 except RegexError as err:
                     raise RegexError(f"terminal {name}: {err}") from err
 
-            self.term_edge(nfa, s, e, ("name", name), name, named)
+            self.term_edge(nfa, s, e, key, name, named)
             return s, e
         if isinstance(tree, Token):
             raise GrammarError(f"unexpected token {tree!r} in rule {rule}")
@@ -313,9 +345,7 @@ class _Builder:
             e = nfa.state()
             lit = ch[0]
             key = ("lit", str(lit))
-            self.term_edge(
-                nfa, s, e, key, f"__ANON_{next(self.anon)}", lambda: self.literal_ast(lit)
-            )
+            self.term_edge(nfa, s, e, key, f"__ANON_{next(self.anon)}", literal=lit)
             return s, e
         if data == "range":
             e = nfa.state()
@@ -366,11 +396,18 @@ class _Builder:
         return s, e
 
     def term_edge(
-        self, nfa: _SymNfa, s: int, e: int, key: Any, name: str, ast: Callable[[], rx.Node]
+        self,
+        nfa: _SymNfa,
+        s: int,
+        e: int,
+        key: Any,
+        name: str,
+        ast: Callable[[], rx.Node] | None = None,
+        literal: Token | None = None,
     ) -> None:
         """An edge for terminal `key`; its AST is only built (`ast()`) the first time: big
         schemas reference the same few hundred terminals thousands of times."""
-        tid = self.term_id(key, name, ast)
+        tid = self.term_id(key, name, ast, literal)
         dfa = self.terminals[tid]
         if dfa.nullable:
             nfa.eps[s].append(e)
@@ -380,11 +417,31 @@ class _Builder:
                 self.terminals.append(dfa.without_empty())
                 self.term_names.append(name)
             tid = self.term_ids[key2]
-        if self.terminals[tid].n_states > 1 and self.terminals[tid].first.any():
+        live = self.term_live.get(tid)
+        if live is None:
+            dfa = self.terminals[tid]
+            live = self.term_live[tid] = dfa.n_states > 1 and bool(dfa.first.any())
+        if live:
             nfa.edges[s].append((("T", tid), e))
 
 
 _ast_cache: BoundedCache[rx.Node, au.AnyDfa] = BoundedCache("terminal DFAs", 128 << 20)
+#: Literal terminals by their Lark text (`"..."`, `/.../i`): the same DFA objects as in
+#: `_ast_cache`, reached without building and hashing the AST.
+_literal_dfas: BoundedCache[str, au.AnyDfa] = BoundedCache("literal terminal DFAs", 32 << 20)
+
+
+def _single_literal(tree: Any) -> Token | None:
+    """The literal a terminal definition consists of (through one-child wrappers), if any."""
+    while isinstance(tree, Tree) and len(tree.children) == 1:
+        if tree.data == "literal":
+            tok = tree.children[0]
+            return tok if isinstance(tok, Token) else None
+        if tree.data not in ("expansions", "expansion", "value"):
+            return None
+        tree = tree.children[0]
+    return None
+
 
 #: One definition per line, as the schema compiler writes them (`name: ...`, `NAME.2: ...`).
 _DEFINITION_LINE = re.compile(r"[?!]?[A-Za-z_][A-Za-z_0-9]*(?:\.-?[0-9]+)?\s*:")
@@ -463,6 +520,7 @@ class _SymDfa:
 
 def _determinize_symbols(nfa: _SymNfa, start: int, end: int) -> _SymDfa:
     cache: dict[int, frozenset[int]] = {}
+    eps, edges = nfa.eps, nfa.edges  # read with .get: a read must not add an empty list
 
     def closure(states: set[int]) -> frozenset[int]:
         out: set[int] = set()
@@ -473,7 +531,7 @@ def _determinize_symbols(nfa: _SymNfa, start: int, end: int) -> _SymDfa:
                 todo = [q]
                 while todo:
                     x = todo.pop()
-                    for y in nfa.eps[x]:
+                    for y in eps.get(x, ()):
                         if y not in seen:
                             seen.add(y)
                             todo.append(y)
@@ -497,7 +555,7 @@ def _determinize_symbols(nfa: _SymNfa, start: int, end: int) -> _SymDfa:
             raise TooComplexError(f"a rule's automaton is too complex ({len(order)} states)")
         moves: dict[Symbol, set[int]] = {}
         for q in cur:
-            for sym, tgt in nfa.edges[q]:
+            for sym, tgt in edges.get(q, ()):
                 moves.setdefault(sym, set()).add(tgt)
         row: dict[Symbol, int] = {}
         for sym, tgts in moves.items():

@@ -97,18 +97,19 @@ def rep(e: E, lo: int, hi: int | None) -> E | None:
 
 
 def lark_regex(regex: str) -> str:
-    """A Lark regex literal: `/` escaped, raw line breaks written as escapes."""
-    out = []
-    i = 0
-    while i < len(regex):
-        c = regex[i]
-        if c == "\\" and i + 1 < len(regex):
-            out.append(regex[i : i + 2])
-            i += 2
-            continue
-        out.append({"/": "\\/", "\n": "\\n", "\r": "\\r"}.get(c, c))
-        i += 1
-    return "/" + "".join(out) + "/"
+    """A Lark regex literal: `/` escaped, raw line breaks written as escapes (escapes kept)."""
+    if "/" in regex or "\n" in regex or "\r" in regex:
+        regex = _LARK_REGEX_CHARS.sub(_lark_regex_char, regex)
+    return "/" + regex + "/"
+
+
+_LARK_REGEX_CHARS = re.compile(r"\\.|[/\n\r]", re.DOTALL)
+_LARK_REGEX_ESCAPES = {"/": "\\/", "\n": "\\n", "\r": "\\r"}
+
+
+def _lark_regex_char(m: re.Match[str]) -> str:
+    c = m.group()
+    return _LARK_REGEX_ESCAPES.get(c, c)
 
 
 class Emitter:
