@@ -352,8 +352,28 @@ def test_direct_dfa_construction_matches_subset_construction(
     assert sym.is_empty, pattern
     assert au.product(subset, direct, negate_b=True).is_empty, pattern
     s = data.draw(st.text(alphabet="abé", max_size=8))
-    expected = re.fullmatch(pattern, s) is not None
-    assert direct.matches(s.encode()) == expected == subset.matches(s.encode()), (pattern, s)
+    assert direct.matches(s.encode()) == subset.matches(s.encode()), (pattern, s)
+    if _lookaheads_see_to_the_end(node):
+        assert direct.matches(s.encode()) == (re.fullmatch(pattern, s) is not None), (pattern, s)
+
+
+def _lookaheads_see_to_the_end(node: Any) -> bool:
+    """Whether `re` is an oracle for `node`: the dialect scopes a lookahead to the rest of its
+    group (docs/internals/grammar-dialect.md), Python lets it see past the group's end, so the
+    two agree when every lookahead is an item of the whole regex, with none in its body."""
+    from sdk.engine import _regex as rx
+
+    def plain(n: Any) -> bool:
+        if isinstance(n, rx.Look):
+            return False
+        if isinstance(n, (rx.Seq, rx.Alt)):
+            return all(plain(i) for i in n.items)
+        if isinstance(n, rx.Repeat):
+            return plain(n.item)
+        return True
+
+    items = node.items if isinstance(node, rx.Seq) else (node,)
+    return all(plain(i.body) if isinstance(i, rx.Look) else plain(i) for i in items)
 
 
 def test_light_items_heavy_together_compile() -> None:

@@ -287,32 +287,39 @@ class _Builder:
         rule_dfas = []
         for name, rid in self.rule_ids.items():
             nfa = _SymNfa()
-            s, e = self.rule_nfa(nfa, self.rule_trees[rid], name)
+            s = nfa.state()
+            e = self.rule_nfa(nfa, self.rule_trees[rid], name, s)
             rule_dfas.append(_minimize_symbols(_determinize_symbols(nfa, s, e)))
         names = list(self.rule_ids)
         return _link(self, rule_dfas, names)
 
-    def rule_nfa(self, nfa: _SymNfa, tree: Any, rule: str, depth: int = 0) -> tuple[int, int]:
+    def rule_nfa(self, nfa: _SymNfa, tree: Any, rule: str, s: int, depth: int = 0) -> int:
+        """The automaton of `tree` entered at state `s`; returns its exit state.
+
+        Built from `s` itself, not from a fresh state behind an epsilon edge: no construct
+        adds an edge into the state it starts from (a loop re-enters a fresh state of its
+        own), so sequences, alternatives and counted copies can share their entry states.
+        That halves a rule's NFA states and the epsilon closures of its determinisation. The
+        exit state may get more edges out of it from the caller.
+        """
         if depth > 500:
             raise GrammarError(f"rule {rule} nests too deeply")
-        s = nfa.state()
         if isinstance(tree, NonTerminal):
             e = nfa.state()
             rid = self.rule_ids.get(tree.name)
             if rid is None:
                 raise GrammarError(f"undefined rule {tree.name} (used in {rule})")
             nfa.edges[s].append((("R", rid), e))
-            return s, e
+            return e
         if isinstance(tree, Terminal):
             e = nfa.state()
             name = tree.name
-
             key = ("name", name)
             lit = None if key in self.term_ids else _single_literal(self.term_defs.get(name))
             if lit is not None or key in self.term_ids:
                 # `NAME: "..."` or `NAME: /.../`, what the compiler writes, or seen before
                 self.term_edge(nfa, s, e, key, name, literal=lit)
-                return s, e
+                return e
 
             def named() -> rx.Node:
                 try:
@@ -321,61 +328,59 @@ class _Builder:
                     raise RegexError(f"terminal {name}: {err}") from err
 
             self.term_edge(nfa, s, e, key, name, named)
-            return s, e
+            return e
         if isinstance(tree, Token):
             raise GrammarError(f"unexpected token {tree!r} in rule {rule}")
         data, ch = tree.data, tree.children
         if data == "expansions":
+            if len(ch) == 1:
+                return self.rule_nfa(nfa, ch[0], rule, s, depth + 1)
             e = nfa.state()
             for c in ch:
-                a, b = self.rule_nfa(nfa, c, rule, depth + 1)
-                nfa.eps[s].append(a)
-                nfa.eps[b].append(e)
-            return s, e
+                nfa.eps[self.rule_nfa(nfa, c, rule, s, depth + 1)].append(e)
+            return e
         if data == "expansion":
             cur = s
             for c in ch:
-                a, b = self.rule_nfa(nfa, c, rule, depth + 1)
-                nfa.eps[cur].append(a)
-                cur = b
-            return s, cur
+                cur = self.rule_nfa(nfa, c, rule, cur, depth + 1)
+            return cur
         if data in ("value", "alias"):
-            return self.rule_nfa(nfa, ch[0], rule, depth + 1)
+            return self.rule_nfa(nfa, ch[0], rule, s, depth + 1)
         if data == "literal":
             e = nfa.state()
             lit = ch[0]
             key = ("lit", str(lit))
             self.term_edge(nfa, s, e, key, f"__ANON_{next(self.anon)}", literal=lit)
-            return s, e
+            return e
         if data == "range":
             e = nfa.state()
             ast = self.term_ast(tree)
             self.term_edge(nfa, s, e, ast, f"__ANON_{next(self.anon)}", lambda: ast)
-            return s, e
+            return e
         if data == "maybe":
-            a, b = self.rule_nfa(nfa, ch[0], rule, depth + 1)
-            nfa.eps[s].append(a)
-            nfa.eps[s].append(b)
-            return s, b
+            b = self.rule_nfa(nfa, ch[0], rule, s, depth + 1)
+            if b != s:
+                nfa.eps[s].append(b)
+            return b
         if data == "expr":
             return self.rule_repeat(nfa, s, ch, rule, depth)
         raise GrammarError(f"unsupported construct {data!r} in rule {rule}")
 
-    def rule_repeat(
-        self, nfa: _SymNfa, s: int, ch: list[Any], rule: str, depth: int
-    ) -> tuple[int, int]:
+    def rule_repeat(self, nfa: _SymNfa, s: int, ch: list[Any], rule: str, depth: int) -> int:
         op = str(ch[1])
         item = ch[0]
         if op in ("?", "*", "+"):
-            a, b = self.rule_nfa(nfa, item, rule, depth + 1)
-            e = nfa.state()
+            if op == "?":
+                return self.rule_nfa(nfa, Tree("maybe", [item]), rule, s, depth)
+            a = nfa.state()  # the loop's own entry: the loop edge must not lead back to `s`
             nfa.eps[s].append(a)
+            b = self.rule_nfa(nfa, item, rule, a, depth + 1)
+            e = nfa.state()
             nfa.eps[b].append(e)
-            if op in ("?", "*"):
+            nfa.eps[b].append(a)
+            if op == "*":
                 nfa.eps[s].append(e)
-            if op in ("*", "+"):
-                nfa.eps[b].append(a)
-            return s, e
+            return e
         if op != "~":
             raise GrammarError(f"unsupported operator {op!r} in rule {rule}")
         lo = int(ch[2])
@@ -387,13 +392,11 @@ class _Builder:
         cur = s
         e = nfa.state()
         for k in range(hi):
-            a, b = self.rule_nfa(nfa, item, rule, depth + 1)
-            nfa.eps[cur].append(a)
             if k >= lo:
                 nfa.eps[cur].append(e)
-            cur = b
+            cur = self.rule_nfa(nfa, item, rule, cur, depth + 1)
         nfa.eps[cur].append(e)
-        return s, e
+        return e
 
     def term_edge(
         self,
