@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,8 @@ class Vocab:
     packed_len: int
     row_lengths: np.ndarray  # int64 [N]: byte length of each matrix row
     trie: _trie.Trie  # the rows as a trie, for whole-vocabulary walks
+    #: the byte-bounded memo tables of this vocabulary by name (`_per_vocab`)
+    caches: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 _vocabs: weakref.WeakKeyDictionary[Any, Vocab] = weakref.WeakKeyDictionary()
@@ -99,18 +101,17 @@ class Walk:
     plan: SuffixPlan | None = None
 
 
-def _per_vocab(
-    registry: weakref.WeakKeyDictionary[Vocab, Any], vocab: Vocab, name: str, size: int
-) -> Any:
-    """The byte-bounded cache of `vocab` in `registry` (created on first use; it lives and
-    dies with the vocabulary)."""
-    cache = registry.get(vocab)
+def _per_vocab(vocab: Vocab, name: str, size: int) -> Any:
+    """The byte-bounded cache `name` of `vocab`, created on first use. It hangs on the
+    vocabulary, so it dies with it and a lookup is one dict read (a weak-keyed table made a
+    weak reference per lookup, tens of thousands per cold mask)."""
+    cache = vocab.caches.get(name)
     if cache is None:
-        cache = registry.setdefault(vocab, BoundedCache(name, size))
+        with _lock:
+            cache = vocab.caches.setdefault(name, BoundedCache(name, size))
     return cache
 
 
-_walk_cache: weakref.WeakKeyDictionary[Vocab, BoundedCache[Any, Walk]] = weakref.WeakKeyDictionary()
 
 
 def rows_key(rows: np.ndarray) -> bytes:
@@ -146,7 +147,7 @@ def cached_walk(
     """`walk`, memoised across grammars: row sets are named by their content (`rows_key`), so
     the same boundary crossing is never walked twice, whichever walk produced it. A lazy
     automaton is walked on the window of states a token can reach."""
-    cache = _per_vocab(_walk_cache, vocab, "vocabulary walks", WALK_CACHE_BYTES)
+    cache = _per_vocab(vocab, "vocabulary walks", WALK_CACHE_BYTES)
     if isinstance(dfa, LazyDfa):
         depth = window_depth(vocab)
         key = ((dfa.serial, dfa.key(state, depth)), col, rows_key)
@@ -245,15 +246,12 @@ def suffix_plan(vocab: Vocab, walk: Walk, max_rows: int = SMALL_EVENT_ROWS) -> S
 #: Entries of one trie range in the order they are checked: (the token's bytes after the
 #: lexeme's end, how many of them the previous entry shares, matrix row).
 RangeEntries = tuple[tuple[bytes, int, int], ...]
-_entries_cache: weakref.WeakKeyDictionary[Vocab, BoundedCache[Any, RangeEntries]] = (
-    weakref.WeakKeyDictionary()
-)
 
 
 def range_entries(vocab: Vocab, c: int, lo: int, hi: int) -> RangeEntries:
     """The tokens of trie positions lo:hi cut after byte c: in trie order their rests are
     sorted, so a shared prefix is stepped once and a dead one skips its run."""
-    cache = _per_vocab(_entries_cache, vocab, "trie range entries", 16 << 20)
+    cache = _per_vocab(vocab, "trie range entries", 16 << 20)
     key = (c, lo, hi)
     got = cache.get(key)
     if got is None:
@@ -341,9 +339,6 @@ def walk(
 
 BUCKET_MIN_ROWS = 512
 
-_bucket_cache: weakref.WeakKeyDictionary[
-    Vocab, BoundedCache[Any, tuple[np.ndarray, np.ndarray]]
-] = weakref.WeakKeyDictionary()
 
 
 def _rows_starting_with(
@@ -351,7 +346,7 @@ def _rows_starting_with(
 ) -> np.ndarray:
     """`rows` whose byte at `col` is `allowed` (ascending); the rows are bucketed by that byte
     once per row set, so each follow-up terminal costs only its own buckets."""
-    cache = _per_vocab(_bucket_cache, vocab, "rows by byte", 32 << 20)
+    cache = _per_vocab(vocab, "rows by byte", 32 << 20)
     key = (rows_key, col)
     got = cache.get(key)
     if got is None:
