@@ -112,8 +112,6 @@ def _per_vocab(vocab: Vocab, name: str, size: int) -> Any:
     return cache
 
 
-
-
 def rows_key(rows: np.ndarray) -> bytes:
     """A name for a set of token rows, by content: walks that cut the same tokens at the same
     byte (the counts of a bounded string, the same key in two objects) share their follow-up
@@ -338,7 +336,6 @@ def walk(
 
 
 BUCKET_MIN_ROWS = 512
-
 
 
 def _rows_starting_with(
