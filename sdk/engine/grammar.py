@@ -648,7 +648,9 @@ def _link(b: _Builder, rules: list[_SymDfa], names: list[str]) -> CompiledGramma
     changed = True
     while changed:
         changed = False
-        for r in range(n):
+        # the compiler defines a rule before the rules it calls: settle those first, so most
+        # grammars need one pass (the fixpoint does not depend on the order)
+        for r in reversed(range(n)):
             if productive[r]:
                 continue
             if _reaches_final(rules[r], productive):
@@ -747,7 +749,7 @@ def _nullable_rules(rules: list[_SymDfa]) -> list[bool]:
     changed = True
     while changed:
         changed = False
-        for r in range(n):
+        for r in reversed(range(n)):  # callees first, as in `_link`
             if nullable[r]:
                 continue
             seen = {0}
