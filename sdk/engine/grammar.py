@@ -200,6 +200,12 @@ class _Builder:
             return self.term_ast(ch[0], depth + 1)
         raise GrammarError(f"unsupported construct {data!r} in a terminal")
 
+    def _named_ast(self, name: str) -> rx.Node:
+        try:
+            return self.named_term_ast(name, 0)
+        except RegexError as err:
+            raise RegexError(f"terminal {name}: {err}") from err
+
     def named_term_ast(self, name: str, depth: int) -> rx.Node:
         tree = self.term_defs.get(name)
         if tree is None:
@@ -251,10 +257,11 @@ class _Builder:
         if tid is None:
             try:
                 if literal is not None:
-                    dfa = _literal_dfas.get(str(literal))
+                    text = str(literal)
+                    dfa = _literal_dfas.get(text)
                     if dfa is None:
                         dfa = _compile_ast(self.literal_ast(literal))
-                        _literal_dfas.put(str(literal), dfa, au.cache_size(dfa))
+                        _literal_dfas.put(text, dfa, au.cache_size(dfa))
                 else:
                     assert ast is not None
                     dfa = _compile_ast(ast())
@@ -315,19 +322,9 @@ class _Builder:
             e = nfa.state()
             name = tree.name
             key = ("name", name)
+            # `NAME: "..."` or `NAME: /.../` (what the compiler writes) goes by its literal
             lit = None if key in self.term_ids else _single_literal(self.term_defs.get(name))
-            if lit is not None or key in self.term_ids:
-                # `NAME: "..."` or `NAME: /.../`, what the compiler writes, or seen before
-                self.term_edge(nfa, s, e, key, name, literal=lit)
-                return e
-
-            def named() -> rx.Node:
-                try:
-                    return self.named_term_ast(name, 0)
-                except RegexError as err:
-                    raise RegexError(f"terminal {name}: {err}") from err
-
-            self.term_edge(nfa, s, e, key, name, named)
+            self.term_edge(nfa, s, e, key, name, lambda: self._named_ast(name), lit)
             return e
         if isinstance(tree, Token):
             raise GrammarError(f"unexpected token {tree!r} in rule {rule}")
@@ -358,20 +355,23 @@ class _Builder:
             self.term_edge(nfa, s, e, ast, f"__ANON_{next(self.anon)}", lambda: ast)
             return e
         if data == "maybe":
-            b = self.rule_nfa(nfa, ch[0], rule, s, depth + 1)
-            if b != s:
-                nfa.eps[s].append(b)
-            return b
+            return self.rule_maybe(nfa, ch[0], rule, s, depth)
         if data == "expr":
             return self.rule_repeat(nfa, s, ch, rule, depth)
         raise GrammarError(f"unsupported construct {data!r} in rule {rule}")
+
+    def rule_maybe(self, nfa: _SymNfa, item: Any, rule: str, s: int, depth: int) -> int:
+        b = self.rule_nfa(nfa, item, rule, s, depth + 1)
+        if b != s:
+            nfa.eps[s].append(b)
+        return b
 
     def rule_repeat(self, nfa: _SymNfa, s: int, ch: list[Any], rule: str, depth: int) -> int:
         op = str(ch[1])
         item = ch[0]
         if op in ("?", "*", "+"):
             if op == "?":
-                return self.rule_nfa(nfa, Tree("maybe", [item]), rule, s, depth)
+                return self.rule_maybe(nfa, item, rule, s, depth)
             a = nfa.state()  # the loop's own entry: the loop edge must not lead back to `s`
             nfa.eps[s].append(a)
             b = self.rule_nfa(nfa, item, rule, a, depth + 1)
