@@ -227,10 +227,13 @@ def get_weather(city: str) -> str:
 
 
 def test_real_model_concurrent_runs_are_the_runs_alone() -> None:
-    """SmolLM2 in float32, three weather runs gathered: the same calls and answers as alone."""
+    """SmolLM2 in float32 (packed for oneDNN, as `from_pretrained` loads it), three weather
+    runs gathered: the same calls and answers as alone."""
     from sdk.backends.embedded import load_model
+    from sdk.backends.transformers import pack_linear_weights
 
     model, tokenizer = load_model("smollm2")
+    pack_linear_weights(model)
     cities = ["Paris", "Tokyo", "Lima"]
 
     def agent(max_batch: int) -> Agent[str]:
