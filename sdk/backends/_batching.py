@@ -199,8 +199,7 @@ class _PrefixStore:
         while len(self.entries) > self.max_entries or self.nbytes() > self.max_bytes:
             self.entries.pop(0)
 
-    def take(self, prompt: Sequence[int]) -> tuple[_Layers, int]:
-        """The longest stored prefix of `prompt` (≥ 1 prompt token left to run)."""
+    def _best(self, prompt: Sequence[int]) -> tuple[int, int]:
         best, best_n = -1, 0
         limit = len(prompt) - 1
         for k, (ids, _, _) in enumerate(self.entries):
@@ -209,6 +208,15 @@ class _PrefixStore:
                 n += 1
             if n > best_n:
                 best, best_n = k, n
+        return best, best_n
+
+    def longest(self, prompt: Sequence[int]) -> int:
+        """How many tokens of `prompt` `take` would give."""
+        return self._best(prompt)[1]
+
+    def take(self, prompt: Sequence[int]) -> tuple[_Layers, int]:
+        """The longest stored prefix of `prompt` (≥ 1 prompt token left to run)."""
+        best, best_n = self._best(prompt)
         if best < 0:
             return [], 0
         entry = self.entries.pop(best)
@@ -524,19 +532,28 @@ class BatchScheduler:
         return out, layers, mask
 
     def _join(self, joiners: list[_Row]) -> None:
-        """Prefill the joiners together (after their stored prefixes), then add them."""
+        """Prefill the joiners (after their stored prefixes), then add them. Suffixes of
+        about the same length share a pass; a 1-token suffix is not padded to an 84-token one
+        (that pass cost 0.53 s for 5 rows instead of 0.21 s for the 2 long ones)."""
+        feeds: dict[_Row, list[int]] = {}
+        for row in joiners:
+            row.cached = self._store.longest(row.prompt)
+            feeds[row] = row.prompt[row.cached :]
+        for group in _long_groups(feeds):
+            self._join_group(group)
+
+    def _join_group(self, feeds: dict[_Row, list[int]]) -> None:
         import torch
 
+        joiners = list(feeds)
         try:
             parts: list[tuple[_Layers, torch.Tensor]] = []
             for row in joiners:
-                layers, n = self._store.take(row.prompt)
-                row.cached = n
+                layers, n = self._store.take(row.prompt)  # the entries have not changed
                 row.ids = row.prompt[:n]
                 parts.append((layers, torch.ones((1, n), dtype=torch.bool)))
             layers, mask = _stack(parts)
-            mini = _Batch(list(joiners), layers, mask)
-            feeds = {row: row.prompt[row.cached :] for row in joiners}
+            mini = _Batch(joiners, layers, mask)
             t0 = time.perf_counter()
             out, mini.layers, mini.mask = self._run_block(mini, feeds)
             self._note(time.perf_counter() - t0, len(joiners))

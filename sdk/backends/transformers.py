@@ -253,6 +253,12 @@ def _default_threads() -> int:
     return max(1, (os.cpu_count() or 2) // 2)
 
 
+#: A pass over at least this many tokens (a prefill, a forced run, a batch of rows) is
+#: compute-bound and gets every core: on 2 cores a 290-token prefill 0.40 -> 0.21 s, a step of
+#: 8 rows ~1.3x faster; a one-token step is not (2 threads made it slower).
+_PARALLEL_TOKENS = 4
+
+
 class TransformersModel:
     """A `transformers` causal LM + its tokenizer, driven token by token with a KV cache.
 
@@ -414,8 +420,20 @@ class TransformersModel:
             kwargs[self._cache_kw] = cache
         if self._keep_kw is not None:
             kwargs[self._keep_kw] = 1
-        with torch.no_grad():  # not inference_mode: the loop masks the logits in place
-            out = self.model(**kwargs)
+        threads = torch.get_num_threads()
+        wide = (
+            self.num_threads is None
+            and kwargs["input_ids"].numel() >= _PARALLEL_TOKENS
+            and getattr(self.model.device, "type", "cpu") == "cpu"
+        )
+        if wide:
+            torch.set_num_threads(os.cpu_count() or threads)
+        try:
+            with torch.no_grad():  # not inference_mode: the loop masks the logits in place
+                out = self.model(**kwargs)
+        finally:
+            if wide:
+                torch.set_num_threads(threads)
         new_cache = out.get("cache", None) if self._cache_kw == "cache" else None
         if new_cache is None:
             new_cache = out.get("past_key_values", None)
