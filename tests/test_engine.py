@@ -266,8 +266,10 @@ def test_grammar_errors_are_typed(text: str, error: str) -> None:
 
 
 def test_regex_errors_name_the_terminal() -> None:
-    with pytest.raises(RegexError, match="WORD"):
-        CompiledGrammar.from_lark("start: WORD\nWORD: /\\bx/")
+    for text in ("start: WORD\nWORD: /\\bx/", 'start: WORD\nWORD: /\\bx/ "y"'):
+        with pytest.raises(RegexError, match="WORD") as info:
+            CompiledGrammar.from_lark(text)
+        assert str(info.value).count("WORD") == 1, str(info.value)  # named once, not per layer
 
 
 def _accepts(grammar: CompiledGrammar, text: str) -> bool:

@@ -200,12 +200,6 @@ class _Builder:
             return self.term_ast(ch[0], depth + 1)
         raise GrammarError(f"unsupported construct {data!r} in a terminal")
 
-    def _named_ast(self, name: str) -> rx.Node:
-        try:
-            return self.named_term_ast(name, 0)
-        except RegexError as err:
-            raise RegexError(f"terminal {name}: {err}") from err
-
     def named_term_ast(self, name: str, depth: int) -> rx.Node:
         tree = self.term_defs.get(name)
         if tree is None:
@@ -324,7 +318,7 @@ class _Builder:
             key = ("name", name)
             # `NAME: "..."` or `NAME: /.../` (what the compiler writes) goes by its literal
             lit = None if key in self.term_ids else _single_literal(self.term_defs.get(name))
-            self.term_edge(nfa, s, e, key, name, lambda: self._named_ast(name), lit)
+            self.term_edge(nfa, s, e, key, name, lambda: self.named_term_ast(name, 0), lit)
             return e
         if isinstance(tree, Token):
             raise GrammarError(f"unexpected token {tree!r} in rule {rule}")
