@@ -153,6 +153,69 @@ def _run_table(d: au.Dfa, q: int, data: bytes) -> tuple[list[bool], list[bool]]:
     return alive, accepting
 
 
+@given(a=_regexes(), b=_regexes(), mode=st.sampled_from(["and", "minus", "or"]))
+@settings(max_examples=150, deadline=None)
+def test_big_products_number_pairs_as_small_ones_do(a: str, b: str, mode: str) -> None:
+    """Past `DENSE_PAIRS` pairs a product numbers its states through the compiled hash BFS
+    (`_pairs`): the same automaton, state for state, as the dense table's numbering."""
+    try:
+        da, db = au.table(au.compile_regex(a)), au.table(au.compile_regex(b))
+    except TooComplexError:
+        assume(False)
+        raise
+    kw = {"and": {}, "minus": {"negate_b": True}, "or": {"union": True}}[mode]
+    dense = au.product(da, db, **kw)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(au, "DENSE_PAIRS", 0)
+        hashed = au.product(da, db, **kw)
+    assert np.array_equal(dense.trans, hashed.trans), (a, b, mode)
+    assert np.array_equal(dense.accepting, hashed.accepting), (a, b, mode)
+
+
+@given(a=_regexes(), b=_regexes(), data=st.data())
+@settings(max_examples=150, deadline=None)
+def test_concatenation_over_sets_of_states_is_subset_construction(
+    a: str, b: str, data: st.DataObject
+) -> None:
+    """A·B where A goes on after accepting with B's first bytes: the compiled (A state, set of
+    B states) construction has the language of the NFA + subset construction."""
+    try:
+        da, db = au.table(au.compile_regex(a)), au.table(au.compile_regex(b))
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(au, "SET_CONCAT_MAX", 0)
+            reference = au.table(au.concat(da, db))
+    except TooComplexError:
+        assume(False)
+        raise
+    assume(db.n_states <= au.SET_CONCAT_MAX)
+    got = au.table(au.concat(da, db))
+    assert au.product(got, reference, negate_b=True).is_empty, (a, b)
+    assert au.product(reference, got, negate_b=True).is_empty, (a, b)
+    text = data.draw(st.text(alphabet="abcé\\\"d", max_size=8))
+    assert got.matches(text.encode()) == reference.matches(text.encode()), (a, b, text)
+
+
+def test_a_product_past_the_state_cap_is_refused_without_a_table_of_every_pair() -> None:
+    """4,000 x 4,000 pairs (a 64 MB dense numbering) of which more than the cap are reached:
+    refused with a typed error, having held only the pairs reached."""
+    import tracemalloc
+
+    a = au.table(au.compile_regex("[a-z]{0,3999}"))  # no lazy: both are tables
+    b = au.table(au.compile_regex("(?:[a-m][n-z]?){0,2000}"))
+    assert a.n_states * b.n_states > 4 * au.DENSE_PAIRS
+    with pytest.MonkeyPatch.context() as mp:  # numba imported and the BFS loaded beforehand
+        mp.setattr(au, "DENSE_PAIRS", 0)
+        au.product(au.table(au.compile_regex("a")), au.table(au.compile_regex("a")))
+    tracemalloc.start()
+    try:
+        with pytest.raises(TooComplexError, match="DFA states"):
+            au.product(a, b)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 << 20, peak
+
+
 def test_tables_are_kept_below_the_lazy_threshold() -> None:
     """Lazy automata are only for what a table cannot hold: ordinary lengths stay tables, and
     a table-only construction over a huge one is refused with a typed error."""

@@ -34,6 +34,12 @@ work_budget = threading.local()
 #: build (and to copy into the runtime) than a generation visits. Constructions that need a
 #: table (products, subset construction) still get one up to MAX_DFA_STATES.
 LAZY_MIN_STATES = 4096
+#: Products of more pairs than this number their states through a hash of the pairs reached
+#: (`_pairs`, compiled) instead of a dense table of every pair (4 bytes a pair).
+DENSE_PAIRS = 1 << 20
+#: A·B where A's accepting states go on with B's first bytes: up to this many B states, the
+#: sets of B's states are bit masks of one int64 (`_pairs.concat_bfs`); beyond, NFA + subsets.
+SET_CONCAT_MAX = 63
 
 #: A table DFA, or a lazy one (see `_lazy`).
 AnyDfa = Dfa | LazyDfa
@@ -366,12 +372,22 @@ def byte_classes(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     bucket is verified exactly (a collision only costs the slow exact path)."""
     n = trans.shape[0]
     weights = _fingerprint_weights(n)
-    h = weights @ trans.astype(np.uint64)
+    # In blocks of rows: a whole uint64 copy of a 20k-state table is 40 MB. The sum of the
+    # blocks' products wraps modulo 2^64 as one product does.
+    h = np.zeros(trans.shape[1], dtype=np.uint64)
+    for lo in range(0, n, _BLOCK_ROWS):
+        h += weights[lo : lo + _BLOCK_ROWS] @ trans[lo : lo + _BLOCK_ROWS].astype(np.uint64)
     _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
-    if (trans != trans[:, first[inverse]]).any():  # a fingerprint collision: be exact
-        return _exact_classes(trans)
+    column = first[inverse]
+    for lo in range(0, n, _BLOCK_ROWS):
+        block = trans[lo : lo + _BLOCK_ROWS]
+        if (block != block[:, column]).any():  # a fingerprint collision: be exact
+            return _exact_classes(trans)
     return in_first_seen_order(first, inverse)
+
+
+_BLOCK_ROWS = 4096
 
 
 def _exact_classes(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -514,24 +530,12 @@ def product(any_a: AnyDfa, any_b: AnyDfa, *, negate_b: bool = False, union: bool
     L(a) ∪ L(b) with `union` (either dead state does).
 
     Breadth-first over pairs, one numpy step per BFS level rather than one Python step per
-    state: length-bounded patterns (a pattern × a character counter) reach ~10^5 pairs.
+    state: length-bounded patterns (a pattern × a character counter) reach ~10^5 pairs. Pairs
+    are numbered through a dense table of every pair up to `DENSE_PAIRS`, beyond it by the
+    compiled BFS of `_pairs` (same numbering), whose memory follows the pairs reached.
     """
     a, b = table(any_a), table(any_b)
     na, nb = a.n_states, b.n_states
-    total = na * nb
-    dense = total <= 1 << 26
-    ids_dense = np.zeros(total if dense else 1, dtype=np.int32)
-    ids_map: dict[int, int] = {}
-    start = 1 * nb + 1
-    if dense:
-        ids_dense[start] = 1
-    else:
-        ids_map[start] = 1
-    n = 1
-    frontier = np.asarray([start], dtype=np.int64)
-    pieces: list[tuple[np.ndarray, np.ndarray]] = []  # (state ids, their rows)
-    pair_x: list[np.ndarray] = [np.asarray([1])]
-    pair_y: list[np.ndarray] = [np.asarray([1])]
     # Only bytes that a or b tell apart matter: run the BFS on one column per class.
     _, class_a = byte_classes(a.trans)
     _, class_b = byte_classes(b.trans)
@@ -539,6 +543,22 @@ def product(any_a: AnyDfa, any_b: AnyDfa, *, negate_b: bool = False, union: bool
     class_ab = class_ab.reshape(-1)
     a_trans = a.trans[:, reps].astype(np.int64)
     b_trans = b.trans[:, reps].astype(np.int64)
+    if na * nb > DENSE_PAIRS:
+        from ._pairs import DIFFERENCE, INTERSECTION, UNION, pair_bfs
+
+        mode = UNION if union else DIFFERENCE if negate_b else INTERSECTION
+        compact, xs, ys, n = pair_bfs(a_trans, b_trans, mode, MAX_DFA_STATES)
+        if n < 0:
+            raise TooComplexError(f"automaton exceeds {MAX_DFA_STATES} DFA states")
+        return _product_table(a, b, compact, xs[1:], ys[1:], class_ab, union, negate_b)
+    ids = np.zeros(na * nb, dtype=np.int32)
+    start = 1 * nb + 1
+    ids[start] = 1
+    n = 1
+    frontier = np.asarray([start], dtype=np.int64)
+    pieces: list[tuple[np.ndarray, np.ndarray]] = []  # (state ids, their rows)
+    pair_x: list[np.ndarray] = [np.asarray([1])]
+    pair_y: list[np.ndarray] = [np.asarray([1])]
     while frontier.size:
         xs, ys = np.divmod(frontier, nb)
         tx, ty = a_trans[xs], b_trans[ys]
@@ -550,25 +570,13 @@ def product(any_a: AnyDfa, any_b: AnyDfa, *, negate_b: bool = False, union: bool
             live = (tx != 0) & (ty != 0)
         codes = tx * nb + ty
         cand = np.unique(codes[live])
-        if dense:
-            new = cand[ids_dense[cand] == 0]
-            if n + len(new) > MAX_DFA_STATES:
-                raise TooComplexError(f"automaton exceeds {MAX_DFA_STATES} DFA states")
-            ids_dense[new] = np.arange(n + 1, n + 1 + len(new), dtype=np.int32)
-            row = np.where(live, ids_dense[np.where(live, codes, 0)], 0)
-            frontier_ids = ids_dense[frontier]
-        else:
-            new_list = [c for c in cand.tolist() if c not in ids_map]
-            if n + len(new_list) > MAX_DFA_STATES:
-                raise TooComplexError(f"automaton exceeds {MAX_DFA_STATES} DFA states")
-            for k, c in enumerate(new_list):
-                ids_map[c] = n + 1 + k
-            new = np.asarray(new_list, dtype=np.int64)
-            lookup = np.vectorize(lambda c: ids_map.get(int(c), 0), otypes=[np.int64])
-            row = np.where(live, lookup(np.where(live, codes, -1)), 0)
-            frontier_ids = lookup(frontier)
+        new = cand[ids[cand] == 0]
+        if n + len(new) > MAX_DFA_STATES:
+            raise TooComplexError(f"automaton exceeds {MAX_DFA_STATES} DFA states")
+        ids[new] = np.arange(n + 1, n + 1 + len(new), dtype=np.int32)
+        row = np.where(live, ids[np.where(live, codes, 0)], 0)
         n += len(new)
-        pieces.append((frontier_ids, row.astype(np.int32)))
+        pieces.append((ids[frontier], row.astype(np.int32)))
         nx, ny = np.divmod(new, nb)
         pair_x.append(nx)
         pair_y.append(ny)
@@ -578,12 +586,27 @@ def product(any_a: AnyDfa, any_b: AnyDfa, *, negate_b: bool = False, union: bool
         compact[sid] = rows
     xs_all = np.concatenate(pair_x)
     ys_all = np.concatenate(pair_y)
-    acc = np.zeros(n + 1, dtype=bool)
-    b_acc = b.accepting[ys_all]
+    return _product_table(a, b, compact, xs_all, ys_all, class_ab, union, negate_b)
+
+
+def _product_table(
+    a: Dfa,
+    b: Dfa,
+    compact: np.ndarray,
+    xs: np.ndarray,
+    ys: np.ndarray,
+    class_ab: np.ndarray,
+    union: bool,
+    negate_b: bool,
+) -> Dfa:
+    """The product's DFA from its pair rows (one column per byte class) and the pair of every
+    state 1..n."""
+    acc = np.zeros(len(xs) + 1, dtype=bool)
+    b_acc = b.accepting[ys]
     if union:
-        acc[1:] = a.accepting[xs_all] | b_acc
+        acc[1:] = a.accepting[xs] | b_acc
     else:
-        acc[1:] = a.accepting[xs_all] & (~b_acc if negate_b else b_acc)
+        acc[1:] = a.accepting[xs] & (~b_acc if negate_b else b_acc)
     return _trim(compact, acc, class_ab)
 
 
@@ -694,6 +717,8 @@ def concat(any_a: AnyDfa, any_b: AnyDfa) -> AnyDfa:
     acc_a = a.accepting
     b_first = b.trans[1] != 0
     if (a.trans[acc_a][:, b_first] != 0).any():
+        if b.n_states <= SET_CONCAT_MAX:
+            return _concat_sets(a, b)
         nfa = Nfa()
         s1, e1 = nfa.embed(a)
         s2, e2 = nfa.embed(b)
@@ -708,6 +733,28 @@ def concat(any_a: AnyDfa, any_b: AnyDfa) -> AnyDfa:
     # Both parts are trimmed and non-empty, so every state still reaches acceptance; only
     # B's own start may have become unreachable, which is harmless.
     return Dfa(trans, acc)
+
+
+def _concat_sets(a: Dfa, b: Dfa) -> Dfa:
+    """A·B where A may go on after accepting with a byte B starts with (`\\S+\\s+` then
+    `\\S+`: the UTF-8 lead bytes of spaces and non-spaces overlap): states are (A's state, the
+    set of B's states), B small. What subset construction over both NFAs gives, compiled
+    (`_pairs.concat_bfs`): for an 18,700-state A that took 94 MB and seconds in Python."""
+    from ._pairs import concat_bfs
+
+    _, class_a = byte_classes(a.trans)
+    _, class_b = byte_classes(b.trans)
+    _, reps, class_ab = np.unique(class_a * 256 + class_b, return_index=True, return_inverse=True)
+    compact, acc, n = concat_bfs(
+        a.trans[:, reps].astype(np.int64),
+        a.accepting,
+        b.trans[:, reps].astype(np.int64),
+        b.accepting,
+        MAX_DFA_STATES,
+    )
+    if n < 0:
+        raise TooComplexError(f"automaton exceeds {MAX_DFA_STATES} DFA states")
+    return _trim(compact, acc, class_ab.reshape(-1))
 
 
 def alternate(any_dfas: list[AnyDfa]) -> AnyDfa:

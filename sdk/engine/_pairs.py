@@ -1,0 +1,209 @@
+"""The reachable pairs of a product automaton, breadth-first, compiled.
+
+`_automata.product` numbers pairs through a dense table of every (a, b) pair: fine for small
+products, but `maxLength` around a long `pattern` pairs 4,648 x 7,005 states, a 130 MB table
+of which ~100k entries are used. Here pairs are numbered through an open-addressing hash of
+the pairs actually reached (a few MB), in the same order as the dense path (level by level,
+each level's new pairs in ascending pair code), so both paths build the same automaton.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["pair_bfs"]
+
+#: `pair_bfs` modes: L(a) ∩ L(b); L(a) \ L(b) (b's dead state is a sink); L(a) ∪ L(b).
+INTERSECTION, DIFFERENCE, UNION = 0, 1, 2
+
+
+@njit(cache=True, nogil=True)
+def _slot(keys: np.ndarray, code: np.int64) -> int:
+    mask = len(keys) - 1
+    h = int((np.uint64(code) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)) & mask
+    while keys[h] != -1 and keys[h] != code:
+        h = (h + 1) & mask
+    return h
+
+
+@njit(cache=True, nogil=True)
+def pair_bfs(
+    a_trans: np.ndarray, b_trans: np.ndarray, mode: int, limit: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(rows [n + 1, classes] of pair ids, x and y of every id, n); n = -1 past `limit`
+    states. Pair (1, 1) is id 1; id 0 is the dead state; `a_trans`/`b_trans` are int64
+    tables with one column per byte class, row 0 all zeros."""
+    n_cls = a_trans.shape[1]
+    nb = b_trans.shape[0]
+    keys = np.full(1 << 12, -1, dtype=np.int64)
+    vals = np.zeros(1 << 12, dtype=np.int32)
+    cap = 1024
+    xs = np.zeros(cap, dtype=np.int64)
+    ys = np.zeros(cap, dtype=np.int64)
+    rows = np.zeros((cap, n_cls), dtype=np.int32)
+    start = np.int64(nb + 1)
+    h = _slot(keys, start)
+    keys[h] = start
+    vals[h] = 1
+    xs[1] = 1
+    ys[1] = 1
+    n = 1
+    lo, hi = 1, 1  # the frontier: ids lo..hi
+    buf = np.empty(1024, dtype=np.int64)
+    while lo <= hi:
+        k = 0
+        for s in range(lo, hi + 1):
+            x, y = xs[s], ys[s]
+            for c in range(n_cls):
+                tx, ty = a_trans[x, c], b_trans[y, c]
+                if mode == 0:
+                    live = tx != 0 and ty != 0
+                elif mode == 1:
+                    live = tx != 0
+                else:
+                    live = tx != 0 or ty != 0
+                if live:
+                    code = tx * nb + ty
+                    if keys[_slot(keys, code)] == -1:
+                        if k == len(buf):
+                            grown = np.empty(2 * k, dtype=np.int64)
+                            grown[:k] = buf
+                            buf = grown
+                        buf[k] = code
+                        k += 1
+        new = np.unique(buf[:k])
+        if n + len(new) > limit:
+            return rows[:1], xs[:1], ys[:1], -1
+        if n + len(new) + 1 > cap:
+            while n + len(new) + 1 > cap:
+                cap *= 2
+            xs2 = np.zeros(cap, dtype=np.int64)
+            ys2 = np.zeros(cap, dtype=np.int64)
+            rows2 = np.zeros((cap, n_cls), dtype=np.int32)
+            xs2[: n + 1] = xs[: n + 1]
+            ys2[: n + 1] = ys[: n + 1]
+            rows2[: n + 1] = rows[: n + 1]
+            xs, ys, rows = xs2, ys2, rows2
+        if 2 * (n + len(new)) > len(keys):  # keep the load under a half
+            size = len(keys)
+            while 2 * (n + len(new)) > size:
+                size *= 2
+            old_keys, old_vals = keys, vals
+            keys = np.full(size, -1, dtype=np.int64)
+            vals = np.zeros(size, dtype=np.int32)
+            for j in range(len(old_keys)):
+                if old_keys[j] != -1:
+                    h = _slot(keys, old_keys[j])
+                    keys[h] = old_keys[j]
+                    vals[h] = old_vals[j]
+        for code in new:
+            n += 1
+            h = _slot(keys, code)
+            keys[h] = code
+            vals[h] = n
+            xs[n] = code // nb
+            ys[n] = code % nb
+        for s in range(lo, hi + 1):
+            x, y = xs[s], ys[s]
+            for c in range(n_cls):
+                tx, ty = a_trans[x, c], b_trans[y, c]
+                if mode == 0:
+                    live = tx != 0 and ty != 0
+                elif mode == 1:
+                    live = tx != 0
+                else:
+                    live = tx != 0 or ty != 0
+                if live:
+                    rows[s, c] = vals[_slot(keys, tx * nb + ty)]
+        lo, hi = hi + 1, n
+    return rows[: n + 1], xs[: n + 1], ys[: n + 1], n
+
+
+@njit(cache=True, nogil=True)
+def _slot2(kx: np.ndarray, ks: np.ndarray, x: np.int64, s: np.int64) -> int:
+    mask = len(kx) - 1
+    mixed = np.uint64(x) * np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(s) * np.uint64(
+        0xC2B2AE3D27D4EB4F
+    )
+    h = int(mixed >> np.uint64(32)) & mask
+    while kx[h] != -1 and (kx[h] != x or ks[h] != s):
+        h = (h + 1) & mask
+    return h
+
+
+@njit(cache=True, nogil=True)
+def concat_bfs(
+    a_trans: np.ndarray, a_acc: np.ndarray, b_trans: np.ndarray, b_acc: np.ndarray, limit: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """L(a)·L(b) as a DFA over (a's state, the set of b's states), b of at most 63 states:
+    (rows [n + 1, classes], accepting [n + 1], n); n = -1 past `limit` states. Tables as in
+    `pair_bfs`. Every state it numbers is live when a and b are trimmed: a live state of a can
+    still reach acceptance and then b's start, a live state of b acceptance."""
+    n_cls = a_trans.shape[1]
+    nb = b_trans.shape[0]
+    b_mask = np.int64(0)
+    for j in range(1, nb):
+        if b_acc[j]:
+            b_mask |= np.int64(1) << np.int64(j)
+    start_b = np.int64(2)  # b's start, state 1
+    kx = np.full(1 << 12, -1, dtype=np.int64)
+    ks = np.zeros(1 << 12, dtype=np.int64)
+    vals = np.zeros(1 << 12, dtype=np.int32)
+    cap = 1024
+    xs = np.zeros(cap, dtype=np.int64)
+    ss = np.zeros(cap, dtype=np.int64)
+    rows = np.zeros((cap, n_cls), dtype=np.int32)
+    s0 = start_b if a_acc[1] else np.int64(0)
+    h = _slot2(kx, ks, np.int64(1), s0)
+    kx[h], ks[h], vals[h] = 1, s0, 1
+    xs[1], ss[1] = 1, s0
+    n = 1
+    q = 1
+    while q <= n:
+        x, bits = xs[q], ss[q]
+        for c in range(n_cls):
+            x2 = a_trans[x, c]
+            s2 = np.int64(0)
+            if bits != 0:
+                for j in range(1, nb):
+                    if (bits >> np.int64(j)) & np.int64(1):
+                        t = b_trans[j, c]
+                        if t != 0:
+                            s2 |= np.int64(1) << t
+            if x2 != 0 and a_acc[x2]:
+                s2 |= start_b
+            if x2 == 0 and s2 == 0:
+                continue
+            h = _slot2(kx, ks, x2, s2)
+            if kx[h] == -1:
+                if n + 1 > limit:
+                    return rows[:1], np.zeros(1, dtype=np.bool_), -1
+                n += 1
+                if n >= cap:
+                    cap *= 2
+                    xs2 = np.zeros(cap, dtype=np.int64)
+                    ss2 = np.zeros(cap, dtype=np.int64)
+                    rows2 = np.zeros((cap, n_cls), dtype=np.int32)
+                    xs2[:n] = xs[:n]
+                    ss2[:n] = ss[:n]
+                    rows2[:n] = rows[:n]
+                    xs, ss, rows = xs2, ss2, rows2
+                xs[n], ss[n] = x2, s2
+                kx[h], ks[h], vals[h] = x2, s2, n
+                if 2 * n > len(kx):  # keep the load under a half
+                    okx, oks, ovals = kx, ks, vals
+                    kx = np.full(2 * len(okx), -1, dtype=np.int64)
+                    ks = np.zeros(2 * len(okx), dtype=np.int64)
+                    vals = np.zeros(2 * len(okx), dtype=np.int32)
+                    for i in range(len(okx)):
+                        if okx[i] != -1:
+                            g = _slot2(kx, ks, okx[i], oks[i])
+                            kx[g], ks[g], vals[g] = okx[i], oks[i], ovals[i]
+                    h = _slot2(kx, ks, x2, s2)
+            rows[q, c] = vals[h]
+        q += 1
+    acc = np.zeros(n + 1, dtype=np.bool_)
+    for i in range(1, n + 1):
+        acc[i] = (ss[i] & b_mask) != 0
+    return rows[: n + 1], acc, n
