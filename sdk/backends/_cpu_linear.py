@@ -81,8 +81,10 @@ def _agrees(linear: torch.nn.Linear, packed: PackedLinear) -> bool:
 
 def pack_linear_weights(model: Any) -> int:
     """Swap the float32 CPU `nn.Linear` layers of `model` for `PackedLinear`, in place; the
-    number swapped (0: left as it was; a layer that fails the probe stops the swapping there). Afterwards the model must stay on the CPU in float32
-    (moving it would leave the packed weights behind)."""
+    number swapped (0: left as it was; a layer that fails the probe stops the swapping there).
+
+    For inference only: afterwards the model must stay on the CPU in float32 (moving it would
+    leave the packed weights behind), and a checkpoint saved from it lacks those weights."""
     if not isinstance(model, torch.nn.Module) or not _op_available():
         return 0
     params = list(model.parameters())
