@@ -247,10 +247,21 @@ def pack_linear_weights(model: Any) -> int:
     return pack(model)
 
 
+def _cores() -> int:
+    """The cores this process may run on (a container's CPU set, not the host's count)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    if affinity is not None:
+        try:
+            return max(1, len(affinity(0)))
+        except OSError:
+            pass
+    return os.cpu_count() or 2
+
+
 def _default_threads() -> int:
     # Decoding a small model is latency-bound: on a busy 2-core machine, 2 OpenMP threads spin
     # against each other and run ~10x slower than 1. Half the cores is a safe default.
-    return max(1, (os.cpu_count() or 2) // 2)
+    return max(1, _cores() // 2)
 
 
 #: A pass over at least this many tokens (a prefill, a forced run, a batch of rows) is
@@ -427,7 +438,7 @@ class TransformersModel:
             and getattr(self.model.device, "type", "cpu") == "cpu"
         )
         if wide:
-            torch.set_num_threads(os.cpu_count() or threads)
+            torch.set_num_threads(_cores())
         try:
             with torch.no_grad():  # not inference_mode: the loop masks the logits in place
                 out = self.model(**kwargs)

@@ -27,6 +27,15 @@ def _slot(keys: np.ndarray, code: np.int64) -> int:
     return h
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _live(tx: np.int64, ty: np.int64, mode: int) -> bool:
+    if mode == INTERSECTION:
+        return tx != 0 and ty != 0
+    if mode == DIFFERENCE:
+        return tx != 0
+    return tx != 0 or ty != 0
+
+
 @njit(cache=True, nogil=True)
 def pair_bfs(
     a_trans: np.ndarray, b_trans: np.ndarray, mode: int, limit: int
@@ -57,13 +66,7 @@ def pair_bfs(
             x, y = xs[s], ys[s]
             for c in range(n_cls):
                 tx, ty = a_trans[x, c], b_trans[y, c]
-                if mode == 0:
-                    live = tx != 0 and ty != 0
-                elif mode == 1:
-                    live = tx != 0
-                else:
-                    live = tx != 0 or ty != 0
-                if live:
+                if _live(tx, ty, mode):
                     code = tx * nb + ty
                     if keys[_slot(keys, code)] == -1:
                         if k == len(buf):
@@ -108,13 +111,7 @@ def pair_bfs(
             x, y = xs[s], ys[s]
             for c in range(n_cls):
                 tx, ty = a_trans[x, c], b_trans[y, c]
-                if mode == 0:
-                    live = tx != 0 and ty != 0
-                elif mode == 1:
-                    live = tx != 0
-                else:
-                    live = tx != 0 or ty != 0
-                if live:
+                if _live(tx, ty, mode):
                     rows[s, c] = vals[_slot(keys, tx * nb + ty)]
         lo, hi = hi + 1, n
     return rows[: n + 1], xs[: n + 1], ys[: n + 1], n
