@@ -191,7 +191,7 @@ def test_concatenation_over_sets_of_states_is_subset_construction(
     got = au.table(au.concat(da, db))
     assert au.product(got, reference, negate_b=True).is_empty, (a, b)
     assert au.product(reference, got, negate_b=True).is_empty, (a, b)
-    text = data.draw(st.text(alphabet="abcé\\\"d", max_size=8))
+    text = data.draw(st.text(alphabet='abcé\\"d', max_size=8))
     assert got.matches(text.encode()) == reference.matches(text.encode()), (a, b, text)
 
 
