@@ -19,7 +19,7 @@ INTERSECTION, DIFFERENCE, UNION = 0, 1, 2
 
 
 @njit(cache=True, nogil=True)
-def _slot(keys: np.ndarray, code: np.int64) -> int:
+def _slot(keys: np.ndarray, code: np.int64) -> int:  # pragma: no cover - compiled
     mask = len(keys) - 1
     h = int((np.uint64(code) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)) & mask
     while keys[h] != -1 and keys[h] != code:
@@ -28,7 +28,7 @@ def _slot(keys: np.ndarray, code: np.int64) -> int:
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _live(tx: np.int64, ty: np.int64, mode: int) -> bool:
+def _live(tx: np.int64, ty: np.int64, mode: int) -> bool:  # pragma: no cover - compiled
     if mode == INTERSECTION:
         return tx != 0 and ty != 0
     if mode == DIFFERENCE:
@@ -39,7 +39,7 @@ def _live(tx: np.int64, ty: np.int64, mode: int) -> bool:
 @njit(cache=True, nogil=True)
 def pair_bfs(
     a_trans: np.ndarray, b_trans: np.ndarray, mode: int, limit: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:  # pragma: no cover - compiled
     """(rows [n + 1, classes] of pair ids, x and y of every id, n); n = -1 past `limit`
     states. Pair (1, 1) is id 1; id 0 is the dead state; `a_trans`/`b_trans` are int64
     tables with one column per byte class, row 0 all zeros."""
@@ -118,7 +118,9 @@ def pair_bfs(
 
 
 @njit(cache=True, nogil=True)
-def _slot2(kx: np.ndarray, ks: np.ndarray, x: np.int64, s: np.int64) -> int:
+def _slot2(
+    kx: np.ndarray, ks: np.ndarray, x: np.int64, s: np.int64
+) -> int:  # pragma: no cover - compiled
     mask = len(kx) - 1
     mixed = np.uint64(x) * np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(s) * np.uint64(
         0xC2B2AE3D27D4EB4F
@@ -132,7 +134,7 @@ def _slot2(kx: np.ndarray, ks: np.ndarray, x: np.int64, s: np.int64) -> int:
 @njit(cache=True, nogil=True)
 def concat_bfs(
     a_trans: np.ndarray, a_acc: np.ndarray, b_trans: np.ndarray, b_acc: np.ndarray, limit: int
-) -> tuple[np.ndarray, np.ndarray, int]:
+) -> tuple[np.ndarray, np.ndarray, int]:  # pragma: no cover - compiled
     """L(a)·L(b) as a DFA over (a's state, the set of b's states), b of at most 63 states:
     (rows [n + 1, classes], accepting [n + 1], n); n = -1 past `limit` states. Tables as in
     `pair_bfs`. Every state it numbers is live when a and b are trimmed: a live state of a can
