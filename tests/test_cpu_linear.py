@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from sdk.backends import _cpu_linear
-from sdk.backends._cpu_linear import PackedLinear
+from sdk.backends._cpu_linear import PackedLinear, TiedLinear
 from sdk.backends.transformers import pack_linear_weights
 
 pytestmark = pytest.mark.skipif(
@@ -63,6 +63,37 @@ def test_packed_layer_matches_linear(bias: bool, shape: tuple[int, ...]) -> None
     # a non-contiguous input (a transposed view) reads the same numbers
     xt = torch.randn(5, 4).t()
     torch.testing.assert_close(model(xt), model(xt.contiguous()))
+
+
+class _Tied(torch.nn.Module):
+    def __init__(self, bias: bool) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(50, 8)
+        self.head = torch.nn.Linear(8, 50, bias=bias)
+        self.head.weight = self.embed.weight
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.tanh(self.embed(ids)))
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("copy_max", [0, 1 << 30])
+def test_tied_output_layers_stay_shared_or_get_a_packed_copy(
+    monkeypatch: pytest.MonkeyPatch, bias: bool, copy_max: int
+) -> None:
+    """A tied output layer over the size cap is multiplied in place (`TiedLinear`, no copy);
+    under it, packed next to the embedding. Either way: the same numbers, the tie kept."""
+    torch.manual_seed(2)
+    model = _Tied(bias)
+    ids = [torch.tensor([[3]]), torch.tensor([[1, 4, 9]]), torch.tensor([[5], [7]])]
+    want = [model(i) for i in ids]
+    monkeypatch.setattr(_cpu_linear, "TIED_COPY_MAX_BYTES", copy_max)
+    assert pack_linear_weights(model) == 1
+    kind = TiedLinear if copy_max == 0 else PackedLinear
+    assert type(model.head) is kind
+    assert model.head.weight is model.embed.weight
+    for i, w in zip(ids, want, strict=True):
+        torch.testing.assert_close(model(i), w, rtol=1e-5, atol=1e-5)
 
 
 def test_models_it_does_not_apply_to_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:

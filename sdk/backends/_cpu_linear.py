@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["PackedLinear", "pack_linear_weights"]
+__all__ = ["PackedLinear", "TiedLinear", "pack_linear_weights"]
 
 #: The row count oneDNN picks its blocking for; any row count works (checked by the probe).
 _BATCH_HINT = 8
@@ -65,7 +65,43 @@ class PackedLinear(torch.nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, oneDNN"
 
 
-def _agrees(linear: torch.nn.Linear, packed: PackedLinear) -> bool:
+class TiedLinear(torch.nn.Module):
+    """A big output layer tied to the embedding, multiplied as `W @ xᵀ` with at least two
+    columns: MKL's fast sgemm path (a single row goes to its slow matrix-vector one), without
+    a packed copy. Gemma-3's 262,144 x 640 output layer: a decode step 63 -> 49 ms, where a
+    packed copy reaches 38 ms for 670 MB more memory."""
+
+    def __init__(self, linear: torch.nn.Linear) -> None:
+        super().__init__()
+        self.in_features = linear.in_features
+        self.out_features = linear.out_features
+        self.weight = linear.weight
+        self.register_buffer(
+            "bias", None if linear.bias is None else linear.bias.detach(), persistent=False
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        flat = x.reshape(-1, shape[-1])
+        rows = flat.shape[0]
+        if rows == 1:  # a real second column: a stride-0 one sends MKL down a slow path
+            flat = torch.cat([flat, flat])
+        y = torch.mm(self.weight, flat.t()).t()[:rows]
+        bias = self.bias
+        if isinstance(bias, torch.Tensor):
+            y = y + bias
+        return y.reshape(*shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, tied"
+
+
+#: A tied output layer's weight up to this size gets a packed copy next to the embedding
+#: (SmolLM2: 113 MB, a step 2 ms faster than `TiedLinear`); above it, `TiedLinear`.
+TIED_COPY_MAX_BYTES = 256 << 20
+
+
+def _agrees(linear: torch.nn.Linear, packed: torch.nn.Module) -> bool:
     gen = torch.Generator().manual_seed(0)
     for rows in _PROBE_ROWS:
         x = torch.randn(rows, linear.in_features, generator=gen)
@@ -80,8 +116,8 @@ def _agrees(linear: torch.nn.Linear, packed: PackedLinear) -> bool:
 
 
 def pack_linear_weights(model: Any) -> int:
-    """Swap the float32 CPU `nn.Linear` layers of `model` for `PackedLinear`, in place; the
-    number swapped (0: left as it was; a layer that fails the probe stops the swapping there).
+    """Swap the float32 CPU `nn.Linear` layers of `model` for `PackedLinear` (a big output
+    layer tied to the embedding: `TiedLinear`), in place; the number swapped (0: left as it was; a layer that fails the probe stops the swapping there).
 
     For inference only: afterwards the model must stay on the CPU in float32 (moving it would
     leave the packed weights behind), and a checkpoint saved from it lacks those weights."""
@@ -103,8 +139,12 @@ def pack_linear_weights(model: Any) -> int:
             parent_name, _, attr = name.rpartition(".")
             parent = model.get_submodule(parent_name)
             linear = getattr(parent, attr)
+            tied = uses.get(id(linear.weight), 0) > 1
+            big = linear.weight.nelement() * linear.weight.element_size() > TIED_COPY_MAX_BYTES
             try:
-                packed = PackedLinear(linear, keep_weight=uses.get(id(linear.weight), 0) > 1)
+                packed = (
+                    TiedLinear(linear) if tied and big else PackedLinear(linear, keep_weight=tied)
+                )
             except RuntimeError:
                 break
             if not _agrees(linear, packed):
