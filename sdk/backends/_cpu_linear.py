@@ -35,65 +35,72 @@ def _op_available() -> bool:
     )
 
 
-class PackedLinear(torch.nn.Module):
-    """An `nn.Linear` whose weight lives in oneDNN's layout. `weight` stays only when another
-    module shares it (a tied output layer): its memory is the embedding's."""
+class _FlatLinear(torch.nn.Module):
+    """What both replacements share: `nn.Linear`'s sizes and bias, and inputs of any leading
+    shape flattened to rows for `_rows`."""
 
-    def __init__(self, linear: torch.nn.Linear, *, keep_weight: bool) -> None:
-        super().__init__()
-        self.in_features = linear.in_features
-        self.out_features = linear.out_features
-        weight = linear.weight.detach()
-        self.register_buffer(
-            "packed", torch.ops.mkldnn._reorder_linear_weight(weight, _BATCH_HINT), persistent=False
-        )
-        self.register_buffer(
-            "bias", None if linear.bias is None else linear.bias.detach(), persistent=False
-        )
-        if keep_weight:
-            self.weight = linear.weight
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        shape = x.shape
-        flat = x.reshape(-1, shape[-1])
-        if not flat.is_contiguous():
-            flat = flat.contiguous()
-        y = torch.ops.mkldnn._linear_pointwise(flat, self.packed, self.bias, "none", [], "")
-        return y.reshape(*shape[:-1], self.out_features)
-
-    def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, oneDNN"
-
-
-class TiedLinear(torch.nn.Module):
-    """A big output layer tied to the embedding, multiplied as `W @ xᵀ` with at least two
-    columns: MKL's fast sgemm path (a single row goes to its slow matrix-vector one), without
-    a packed copy. Gemma-3's 262,144 x 640 output layer: a decode step 63 -> 49 ms, where a
-    packed copy reaches 38 ms for 670 MB more memory."""
+    kind = ""
 
     def __init__(self, linear: torch.nn.Linear) -> None:
         super().__init__()
         self.in_features = linear.in_features
         self.out_features = linear.out_features
-        self.weight = linear.weight
         self.register_buffer(
             "bias", None if linear.bias is None else linear.bias.detach(), persistent=False
         )
 
+    def _rows(self, flat: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
-        flat = x.reshape(-1, shape[-1])
+        y = self._rows(x.reshape(-1, shape[-1]))
+        return y.reshape(*shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, {self.kind}"
+
+
+class PackedLinear(_FlatLinear):
+    """An `nn.Linear` whose weight lives in oneDNN's layout. `weight` stays only when another
+    module shares it (a tied output layer): its memory is the embedding's."""
+
+    kind = "oneDNN"
+
+    def __init__(self, linear: torch.nn.Linear, *, keep_weight: bool) -> None:
+        super().__init__(linear)
+        weight = linear.weight.detach()
+        self.register_buffer(
+            "packed", torch.ops.mkldnn._reorder_linear_weight(weight, _BATCH_HINT), persistent=False
+        )
+        if keep_weight:
+            self.weight = linear.weight
+
+    def _rows(self, flat: torch.Tensor) -> torch.Tensor:
+        if not flat.is_contiguous():
+            flat = flat.contiguous()
+        return torch.ops.mkldnn._linear_pointwise(flat, self.packed, self.bias, "none", [], "")
+
+
+class TiedLinear(_FlatLinear):
+    """A big output layer tied to the embedding, multiplied as `W @ xᵀ` with at least two
+    columns: MKL's fast sgemm path (a single row goes to its slow matrix-vector one), without
+    a packed copy. Gemma-3's 262,144 x 640 output layer: a decode step 63 -> 49 ms, where a
+    packed copy reaches 38 ms for 670 MB more memory."""
+
+    kind = "tied"
+
+    def __init__(self, linear: torch.nn.Linear) -> None:
+        super().__init__(linear)
+        self.weight = linear.weight
+
+    def _rows(self, flat: torch.Tensor) -> torch.Tensor:
         rows = flat.shape[0]
         if rows == 1:  # a real second column: a stride-0 one sends MKL down a slow path
             flat = torch.cat([flat, flat])
         y = torch.mm(self.weight, flat.t()).t()[:rows]
         bias = self.bias
-        if isinstance(bias, torch.Tensor):
-            y = y + bias
-        return y.reshape(*shape[:-1], self.out_features)
-
-    def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, tied"
+        return y + bias if isinstance(bias, torch.Tensor) else y
 
 
 #: A tied output layer's weight up to this size gets a packed copy next to the embedding
@@ -117,7 +124,8 @@ def _agrees(linear: torch.nn.Linear, packed: torch.nn.Module) -> bool:
 
 def pack_linear_weights(model: Any) -> int:
     """Swap the float32 CPU `nn.Linear` layers of `model` for `PackedLinear` (a big output
-    layer tied to the embedding: `TiedLinear`), in place; the number swapped (0: left as it was; a layer that fails the probe stops the swapping there).
+    layer tied to the embedding: `TiedLinear`), in place; the number swapped (0: left as it
+    was; a layer that fails the probe stops the swapping there).
 
     For inference only: afterwards the model must stay on the CPU in float32 (moving it would
     leave the packed weights behind), and a checkpoint saved from it lacks those weights."""

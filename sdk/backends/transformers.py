@@ -366,7 +366,7 @@ class TransformersModel:
         cache: Any,
     ) -> tuple[torch.Tensor, Any]:
         device = self.model.device
-        with self._threads():
+        with self._threads(input_ids.numel()):
             logits, new_cache = self._call(
                 {
                     "input_ids": input_ids.to(device),
@@ -378,7 +378,10 @@ class TransformersModel:
         return logits[:, -1], new_cache
 
     @contextlib.contextmanager
-    def _threads(self) -> Iterator[None]:
+    def _threads(self, tokens: int = 0) -> Iterator[None]:
+        """torch's CPU thread count for a pass over `tokens` tokens (0: a turn's default):
+        `num_threads` when given, every core for a wide pass (`_PARALLEL_TOKENS`), else
+        `_default_threads()`."""
         import torch
 
         device = getattr(self.model, "device", None)
@@ -386,7 +389,16 @@ class TransformersModel:
             yield
             return
         old = torch.get_num_threads()
-        torch.set_num_threads(self.num_threads or min(old, _default_threads()))
+        if self.num_threads:
+            n = self.num_threads
+        elif tokens >= _PARALLEL_TOKENS:
+            n = _cores()
+        else:
+            n = min(old, _default_threads())
+        if n == old:  # a decode step inside its turn's setting: nothing to switch
+            yield
+            return
+        torch.set_num_threads(n)
         try:
             yield
         finally:
@@ -418,7 +430,8 @@ class TransformersModel:
         import torch
 
         input_ids = torch.tensor([list(ids)], dtype=torch.long, device=self.model.device)
-        logits, new_cache = self._call({"input_ids": input_ids}, cache)
+        with self._threads(len(ids)):
+            logits, new_cache = self._call({"input_ids": input_ids}, cache)
         return logits[0, -1], new_cache
 
     def _call(self, kwargs: dict[str, Any], cache: Any) -> tuple[torch.Tensor, Any]:
@@ -431,20 +444,8 @@ class TransformersModel:
             kwargs[self._cache_kw] = cache
         if self._keep_kw is not None:
             kwargs[self._keep_kw] = 1
-        threads = torch.get_num_threads()
-        wide = (
-            self.num_threads is None
-            and kwargs["input_ids"].numel() >= _PARALLEL_TOKENS
-            and getattr(self.model.device, "type", "cpu") == "cpu"
-        )
-        if wide:
-            torch.set_num_threads(_cores())
-        try:
-            with torch.no_grad():  # not inference_mode: the loop masks the logits in place
-                out = self.model(**kwargs)
-        finally:
-            if wide:
-                torch.set_num_threads(threads)
+        with torch.no_grad():  # not inference_mode: the loop masks the logits in place
+            out = self.model(**kwargs)
         new_cache = out.get("cache", None) if self._cache_kw == "cache" else None
         if new_cache is None:
             new_cache = out.get("past_key_values", None)

@@ -390,6 +390,15 @@ def byte_classes(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 _BLOCK_ROWS = 4096
 
 
+def _joint_classes(a: Dfa, b: Dfa) -> tuple[np.ndarray, np.ndarray]:
+    """The byte classes neither `a` nor `b` tells apart: (a representative byte per class,
+    the class of every byte), for constructions that run on one column per class."""
+    _, class_a = byte_classes(a.trans)
+    _, class_b = byte_classes(b.trans)
+    _, reps, class_ab = np.unique(class_a * 256 + class_b, return_index=True, return_inverse=True)
+    return reps, class_ab.reshape(-1)
+
+
 def _exact_classes(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     _, reps, inverse = np.unique(trans.T, axis=0, return_index=True, return_inverse=True)
     return in_first_seen_order(reps, inverse)
@@ -537,10 +546,7 @@ def product(any_a: AnyDfa, any_b: AnyDfa, *, negate_b: bool = False, union: bool
     a, b = table(any_a), table(any_b)
     na, nb = a.n_states, b.n_states
     # Only bytes that a or b tell apart matter: run the BFS on one column per class.
-    _, class_a = byte_classes(a.trans)
-    _, class_b = byte_classes(b.trans)
-    _, reps, class_ab = np.unique(class_a * 256 + class_b, return_index=True, return_inverse=True)
-    class_ab = class_ab.reshape(-1)
+    reps, class_ab = _joint_classes(a, b)
     a_trans = a.trans[:, reps].astype(np.int64)
     b_trans = b.trans[:, reps].astype(np.int64)
     if na * nb > DENSE_PAIRS:
@@ -742,9 +748,7 @@ def _concat_sets(a: Dfa, b: Dfa) -> Dfa:
     (`_pairs.concat_bfs`): for an 18,700-state A that took 94 MB and seconds in Python."""
     from ._pairs import concat_bfs
 
-    _, class_a = byte_classes(a.trans)
-    _, class_b = byte_classes(b.trans)
-    _, reps, class_ab = np.unique(class_a * 256 + class_b, return_index=True, return_inverse=True)
+    reps, class_ab = _joint_classes(a, b)
     compact, acc, n = concat_bfs(
         a.trans[:, reps].astype(np.int64),
         a.accepting,
@@ -754,7 +758,7 @@ def _concat_sets(a: Dfa, b: Dfa) -> Dfa:
     )
     if n < 0:
         raise TooComplexError(f"automaton exceeds {MAX_DFA_STATES} DFA states")
-    return _trim(compact, acc, class_ab.reshape(-1))
+    return _trim(compact, acc, class_ab)
 
 
 def alternate(any_dfas: list[AnyDfa]) -> AnyDfa:
