@@ -8,6 +8,7 @@ which is what exact masks need.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Sequence
 
@@ -17,7 +18,7 @@ from .._cache import BoundedCache
 from ..errors import TooComplexError
 from . import _regex as rx
 from ._dfa import Dfa, empty_dfa
-from ._lazy import LazyDfa, alternation, concatenation, counted, materialize
+from ._lazy import LazyDfa, alternation, concatenation, counted, item_width, materialize
 
 MAX_NFA_STATES = 400_000
 MAX_DFA_STATES = 100_000
@@ -47,6 +48,8 @@ AnyDfa = Dfa | LazyDfa
 
 def table(d: AnyDfa) -> Dfa:
     """`d` as a table: lazy automata are materialised, or `TooComplexError` when too big."""
+    if isinstance(d, LazyDfa) and d.tabulate is not None:
+        return d.tabulate()
     return materialize(d, MAX_DFA_STATES)
 
 
@@ -149,7 +152,7 @@ class Nfa:
         for k, item in enumerate(items):
             if isinstance(item, rx.Look):
                 rest = rx.Seq(items[k + 1 :])
-                dfa = look_intersection(item, rest)
+                dfa = table(look_intersection(item, rest))
                 a, b = self.embed(dfa)
                 self.eps[cur].append(a)
                 return s, b
@@ -200,21 +203,25 @@ class Nfa:
         return base + 1, end
 
 
+def _countable(x: Dfa) -> bool:
+    """X is small, not nullable and prefix-free, and its start is never re-entered mid-item
+    (`b*a` is refused: a block's start would stand both for "k items done" and for "inside
+    item k + 1"): what a counted repeat numbered (count, X-state) needs."""
+    return not (
+        x.nullable or x.n_states > 256 or x.trans[x.accepting].any() or (x.trans == 1).any()
+    )
+
+
 def _counted_repeat(node: rx.Repeat) -> AnyDfa | None:
     """`X{lo,hi}` built directly as (count × X-state) when X is prefix-free (a character, an
     escape): linear in hi, where Thompson copies + subset construction are quadratic-ish.
     Above LAZY_MIN_STATES states the same automaton is lazy."""
     assert node.max is not None
     lo, hi = node.min, node.max
-    item = compile_node(node.item)
-    if not isinstance(item, Dfa):
+    x = compile_node(node.item)
+    if not isinstance(x, Dfa) or not _countable(x):
         return None
-    x = item
     acc = x.accepting
-    if x.nullable or x.n_states > 256 or x.trans[acc].any() or (x.trans == 1).any():
-        # Also refused: an item whose start is re-entered mid-item (`b*a`): the block's start
-        # would then stand both for "k items done" and for "inside item k + 1".
-        return None
     inner = [q for q in range(1, x.n_states) if not acc[q]]
     width = len(inner)
     pos = np.zeros(x.n_states, dtype=np.int64)
@@ -630,7 +637,7 @@ def prefix_closed(d: Dfa) -> Dfa:
 _rest_cache: BoundedCache[rx.Node, Dfa] = BoundedCache("lookahead continuations", 32 << 20)
 
 
-def look_intersection(look: rx.Look, rest: rx.Node) -> Dfa:
+def look_intersection(look: rx.Look, rest: rx.Node) -> AnyDfa:
     # The continuation recurs across terminals (a JSON string after "not one of the declared
     # keys"): built once, whatever the lookahead in front of it.
     after = _rest_cache.get(rest)
@@ -641,7 +648,61 @@ def look_intersection(look: rx.Look, rest: rx.Node) -> Dfa:
         words = _finite_words(look.body)
         if words is not None:
             return excluding_prefixes(after, words)
+    else:
+        bounded = _bounded_length(look, after)
+        if bounded is not None:
+            return bounded
+    return _look_product(look, after)
+
+
+def _look_product(look: rx.Look, after: Dfa) -> Dfa:
     return product(after, prefix_closed(table(compile_node(look.body))), negate_b=look.negative)
+
+
+#: A length bound on a pattern (`(?=u X{lo,hi} v)R`) whose product may have more pairs than this
+#: is built on demand (`_length_product`); below, the table is tried first (its reachable part
+#: is often small) and the lazy automaton is the fallback when it is refused for size.
+LENGTH_PRODUCT_MIN_PAIRS = 4 * DENSE_PAIRS
+
+
+def _bounded_length(look: rx.Look, after: Dfa) -> AnyDfa | None:
+    """`(?=u X{lo,hi} v)after`, lazily, for literal u and v around one counted repeat of a
+    prefix-free X (`maxLength` on a JSON string with a `pattern`), when the table is too big;
+    None for other lookaheads."""
+    body = look.body
+    items = body.items if isinstance(body, rx.Seq) else (body,)
+    counts = [i for i, item in enumerate(items) if isinstance(item, rx.Repeat)]
+    if len(counts) != 1:
+        return None
+    i = counts[0]
+    rep = items[i]
+    assert isinstance(rep, rx.Repeat)
+    u = _literal_bytes(rx.Seq(items[:i])) if i else b""
+    v = _literal_bytes(rx.Seq(items[i + 1 :])) if i + 1 < len(items) else None
+    if rep.max is None or u is None or not v:
+        return None
+    x = compile_node(rep.item)
+    if not isinstance(x, Dfa) or not _countable(x) or x.trans[1, v[0]] != 0:
+        return None
+    width = item_width(x)
+    table_tried = (rep.max + 1) * width * (after.n_states - 1) <= LENGTH_PRODUCT_MIN_PAIRS
+    if table_tried:
+        try:
+            return _look_product(look, after)
+        except TooComplexError:
+            pass
+    from ._length_product import length_product
+
+    try:
+        lazy = length_product(after, u, x, rep.min, rep.max, v, _joint_classes(x, after)[0])
+    except TooComplexError:
+        if table_tried:
+            raise
+        return _look_product(look, after)
+    if isinstance(lazy, LazyDfa):
+        # what needs a table (a union, an NFA around it) gets the product, if it fits
+        lazy.tabulate = functools.cache(lambda: _look_product(look, after))
+    return lazy
 
 
 def excluding_prefixes(after: Dfa, words: list[bytes]) -> Dfa:

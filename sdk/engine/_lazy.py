@@ -20,14 +20,23 @@ is small enough, else `TooComplexError`.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 
 from ..errors import TooComplexError
 from ._dfa import Dfa, next_serial
 
-__all__ = ["LazyDfa", "alternation", "concatenation", "counted", "materialize", "table_of"]
+__all__ = [
+    "LazyDfa",
+    "alternation",
+    "concatenation",
+    "counted",
+    "item_moves",
+    "item_width",
+    "materialize",
+    "table_of",
+]
 
 
 class LazyDfa:
@@ -84,6 +93,60 @@ class LazyDfa:
         if not self.first.any():
             return Dfa(np.zeros((2, 256), dtype=np.int32), np.zeros(2, dtype=bool))
         return _NonEmpty(self)
+
+    def step(self, qs: np.ndarray, bs: np.ndarray) -> np.ndarray:
+        """int64 [len(qs)]: the target of each state `qs[i]` on byte `bs[i]`."""
+        uq, inv = np.unique(qs, return_inverse=True)
+        return self.rows(uq)[inv.reshape(-1), bs]
+
+    #: How to build this automaton's table where one is needed (a union, an NFA around it)
+    #: when `materialize` would number too many states: the reachable part may be small.
+    tabulate: Callable[[], Dfa] | None = None
+
+    #: Whether walks should see only the states tokens reach (`window_along`) rather than
+    #: every state within a token's length (`window`): for automata that branch so much
+    #: that the latter has millions of states.
+    branchy = False
+
+    def window_along(self, q: int, levels: Sequence[tuple[np.ndarray, np.ndarray]]) -> Dfa:
+        """The table of the states that the byte paths of a tree reach from `q` (renumbered
+        1), with only the tree's moves in it: a walk of the same paths sees the automaton.
+        `levels[d]` holds the nodes at depth d + 1 as (index of the parent among the nodes of
+        the level above, with the root alone at depth 0; byte)."""
+        cur = np.asarray([q], dtype=np.int64)
+        src: list[np.ndarray] = []
+        byt: list[np.ndarray] = []
+        dst: list[np.ndarray] = []
+        for parent, byte in levels:
+            ps = cur[parent]
+            alive = np.nonzero(ps != 0)[0]
+            if not len(alive):
+                break
+            code, inv = np.unique(ps[alive] * 256 + byte[alive], return_inverse=True)
+            s, b = np.divmod(code, 256)
+            t = self.step(s, b)
+            src.append(s)
+            byt.append(b)
+            dst.append(t)
+            cur = np.zeros(len(parent), dtype=np.int64)
+            cur[alive] = t[inv.reshape(-1)]
+        states = np.unique(np.concatenate([np.asarray([q], dtype=np.int64), *dst]))
+        states = states[states != 0]
+        # q first, as state 1
+        states = np.concatenate([[q], states[states != q]])
+        order = np.argsort(states, kind="stable")
+        ordered = states[order]
+
+        def local(x: np.ndarray) -> np.ndarray:
+            return np.where(x != 0, order[np.searchsorted(ordered, x)] + 1, 0)
+
+        table = np.zeros((len(states) + 1, 256), dtype=np.int32)
+        if src:
+            s_all, b_all, d_all = np.concatenate(src), np.concatenate(byt), np.concatenate(dst)
+            table[local(s_all), b_all] = local(d_all)
+        accepting = np.zeros(len(states) + 1, dtype=bool)
+        accepting[1:] = self.acc(states)
+        return Dfa(table, accepting)
 
     def window(self, q: int, depth: int) -> Dfa:
         """The table of the states within `depth` bytes of `q`, `q` renumbered 1. States at
@@ -175,17 +238,8 @@ class _Counted(LazyDfa):
 
     def __init__(self, item: Dfa, lo: int, hi: int) -> None:
         super().__init__()
-        acc = item.accepting
-        inner = [q for q in range(1, item.n_states) if not acc[q]]
-        self.width = width = len(inner)
-        pos = np.zeros(item.n_states, dtype=np.int64)
-        inc = np.zeros(item.n_states, dtype=np.int64)
-        pos[inner] = np.arange(width)
-        inc[np.nonzero(acc)[0]] = 1  # an item is complete: its start again, one count up
-        sub = item.trans[inner]
-        self.live = sub != 0
-        self.target = pos[sub]
-        self.inc = inc[sub]
+        self.width = width = item_width(item)
+        self.live, self.target, self.inc = item_moves(item)
         self.lo, self.hi = lo, hi
         self.n_states = hi * width + 2
         self.nullable = lo == 0
@@ -359,6 +413,25 @@ class _NonEmpty(LazyDfa):
     @property
     def final_out(self) -> np.ndarray:
         return self.inner.final_out
+
+
+def item_width(item: Dfa) -> int:
+    """The states a counted item can be in between two counts: its non-accepting ones."""
+    return item.n_states - 1 - int(np.count_nonzero(item.accepting[1:]))
+
+
+def item_moves(item: Dfa) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A prefix-free item's moves from each of its inner states p (`item_width` of them, the
+    start first), per byte: (live, target inner state, 1 where the move completes the item and
+    the target is its start again)."""
+    acc = item.accepting
+    inner = [q for q in range(1, item.n_states) if not acc[q]]
+    pos = np.zeros(item.n_states, dtype=np.int64)
+    inc = np.zeros(item.n_states, dtype=np.int64)
+    pos[inner] = np.arange(len(inner))
+    inc[np.nonzero(acc)[0]] = 1
+    sub = item.trans[inner]
+    return sub != 0, pos[sub], inc[sub]
 
 
 def counted(item: Dfa, lo: int, hi: int) -> LazyDfa:

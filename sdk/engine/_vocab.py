@@ -154,7 +154,12 @@ def cached_walk(
     got = cache.get(key)
     if got is None:
         if isinstance(dfa, LazyDfa):
-            dfa, state = dfa.window(state, window_depth(vocab)), 1
+            if not dfa.branchy:
+                dfa, state = dfa.window(state, window_depth(vocab)), 1
+            elif rows is None:
+                dfa, state = dfa.window_along(state, trie_levels(vocab)), 1
+            else:
+                dfa, state = dfa.window_along(state, _row_levels(vocab, rows, col)), 1
         if rows is not None and len(rows) > BUCKET_MIN_ROWS and rows_key:
             # a big boundary event (tokens after a whitespace run, say) meets many follow-up
             # terminals: look only at the rows whose next byte this state takes
@@ -170,6 +175,41 @@ def cached_walk(
             size += extra.nbytes if extra is not None else 0
         cache.put(key, got, size)
     return got
+
+
+def trie_levels(vocab: Vocab) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The vocabulary's trie by depth, for `LazyDfa.window_along`: per level, each node's
+    parent (its index in the level above) and byte. Cached on the vocabulary."""
+    got: list[tuple[np.ndarray, np.ndarray]] | None = vocab.caches.get("trie levels")
+    if got is None:
+        trie = vocab.trie
+        depth = np.asarray(trie.depth, dtype=np.int64)
+        byte = np.asarray(trie.byte, dtype=np.int64)
+        got = []
+        above = np.zeros(1, dtype=np.int64)  # positions of the level above; the root first
+        for d in range(1, int(depth.max(initial=0)) + 1):
+            here = np.nonzero(depth == d)[0]
+            # preorder: a node's parent is the last node of the level above before it
+            parent = np.searchsorted(above, here) - 1 if d > 1 else np.zeros(len(here), np.int64)
+            got.append((parent.astype(np.int64), byte[here]))
+            above = here
+        vocab.caches["trie levels"] = got
+    return got
+
+
+def _row_levels(vocab: Vocab, rows: np.ndarray, col: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Token rows from byte `col` on as levels of a tree (one path per row)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    lengths = vocab.row_lengths[rows]
+    out: list[tuple[np.ndarray, np.ndarray]] = []
+    alive = np.arange(len(rows))
+    parent = np.zeros(len(rows), dtype=np.int64)
+    for c in range(col, int(lengths.max(initial=0))):
+        keep = lengths[alive] > c
+        alive, parent = alive[keep], parent[keep]
+        out.append((parent, vocab.matrix[rows[alive], c].astype(np.int64)))
+        parent = np.arange(len(alive))
+    return out
 
 
 #: Wide states (at least this many first bytes) are keyed by the language they accept, the

@@ -353,14 +353,15 @@ class _Writer:
 
     def lookahead(self, look: rx.Look, rest: rx.Node, where: str) -> str:
         """`(?=A)R` / `(?!A)R` exactly, as right-linear rules over the code-point automaton."""
-        from ._automata import look_intersection, minimize
+        from ._automata import Dfa, look_intersection, minimize
 
-        dfa = look_intersection(look, rest)
-        if dfa.n_states <= MAX_LOOKAHEAD_STATES:
-            dfa = minimize(dfa)  # fewer states, fewer GBNF rules; the language is the same
-        if dfa.n_states > MAX_LOOKAHEAD_STATES:
+        got = look_intersection(look, rest)
+        if isinstance(got, Dfa) and got.n_states <= MAX_LOOKAHEAD_STATES:
+            got = minimize(got)  # fewer states, fewer GBNF rules; the language is the same
+        dfa = got if isinstance(got, Dfa) else None  # a lazy one is far over the limit
+        if dfa is None or dfa.n_states > MAX_LOOKAHEAD_STATES:
             raise TooComplexError(
-                f"the lookahead in {where} needs {dfa.n_states} automaton states in GBNF "
+                f"the lookahead in {where} needs {got.n_states} automaton states in GBNF "
                 f"(limit {MAX_LOOKAHEAD_STATES})"
             )
         cached = self.dfa_rules.get(dfa.serial)
