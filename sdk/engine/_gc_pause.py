@@ -13,19 +13,46 @@ compiles: the collector is re-enabled when the last one ends, and only if it was
 the first began. Compiles that keep overlapping (a server compiling without a gap) do not keep
 it off: the first one to end after `MAX_PAUSE_S` re-enables it for the rest. Memory is never
 held longer than a compile: reference counting runs throughout.
+
+A compile that took a while (`TRIM_AFTER_S`) then hands the heap it freed back to the system
+(glibc's `malloc_trim`; a no-op elsewhere): glibc keeps freed small blocks for reuse, and after
+the dev MaskBench run that was 100-300 MB of a 780 MB process (590 MB with the trim; ~0.7 ms a
+trim, only after compiles of 20 ms or more).
 """
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 __all__ = ["MAX_PAUSE_S", "gc_paused"]
 
 MAX_PAUSE_S = 2.0
+#: A compile that ran this long has freed a lot of heap that glibc keeps: give it back.
+TRIM_AFTER_S = 0.02
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        libc = ctypes.CDLL(None)
+        trim: Callable[[int], int] = libc.malloc_trim
+    except (OSError, AttributeError, TypeError):  # not glibc (macOS, musl, Windows)
+        return None
+    return trim
+
+
+_trim = _malloc_trim()
+
+
+def _trim_heap() -> None:
+    trim = _trim
+    if trim is not None:
+        trim(0)
+
 
 _lock = threading.Lock()
 _depth = 0
@@ -41,11 +68,15 @@ def gc_paused() -> Iterator[None]:
             gc.disable()
             _paused, _since = True, time.monotonic()
         _depth += 1
+    start = time.monotonic()
     try:
         yield
     finally:
         with _lock:
             _depth -= 1
-            if _paused and (_depth == 0 or time.monotonic() - _since > MAX_PAUSE_S):
+            last = _depth == 0
+            if _paused and (last or time.monotonic() - _since > MAX_PAUSE_S):
                 gc.enable()
                 _paused = False
+        if last and time.monotonic() - start > TRIM_AFTER_S:
+            _trim_heap()
