@@ -18,7 +18,15 @@ from .._cache import BoundedCache
 from ..errors import TooComplexError
 from . import _regex as rx
 from ._dfa import Dfa, empty_dfa
-from ._lazy import LazyDfa, alternation, concatenation, counted, item_width, materialize
+from ._lazy import (
+    LazyDfa,
+    alternation,
+    concatenation,
+    counted,
+    item_moves,
+    item_width,
+    materialize,
+)
 
 MAX_NFA_STATES = 400_000
 MAX_DFA_STATES = 100_000
@@ -54,8 +62,11 @@ def table(d: AnyDfa) -> Dfa:
 
 
 def cache_size(d: AnyDfa) -> int:
-    """Bytes a cached automaton holds (a table and its `table` copy; lazy ones are small)."""
-    return 2 * d.trans.nbytes + 512 if isinstance(d, Dfa) else 64 << 10
+    """Bytes a cached automaton holds (a table and its `table` copy; lazy ones are small but
+    for what they say they hold, a length product's levels)."""
+    if isinstance(d, Dfa):
+        return 2 * d.trans.nbytes + 512
+    return max(64 << 10, int(getattr(d, "nbytes", 0)))
 
 
 # ---------------------------------------------------------------- UTF-8 ranges
@@ -221,29 +232,17 @@ def _counted_repeat(node: rx.Repeat) -> AnyDfa | None:
     x = compile_node(node.item)
     if not isinstance(x, Dfa) or not _countable(x):
         return None
-    acc = x.accepting
-    inner = [q for q in range(1, x.n_states) if not acc[q]]
-    width = len(inner)
-    pos = np.zeros(x.n_states, dtype=np.int64)
-    step = np.zeros(x.n_states, dtype=np.int64)
-    for i, q in enumerate(inner):
-        pos[q] = i
-    for q in range(1, x.n_states):
-        if acc[q]:
-            pos[q] = 0  # an item is complete: back to X's start, one count up
-            step[q] = 1
-    sub = x.trans[inner]
-    live = sub != 0
+    width = item_width(x)
     if hi * width + 2 > LAZY_MIN_STATES:
         return counted(x, lo, hi)
     # Blocks k < hi hold every X-state; after the hi-th item only its (accepting) start is
     # left, with no moves. Every state is then reachable and can finish (X is trimmed and
     # not nullable), so the table needs no trimming pass.
+    live, target, inc = item_moves(x)
     trans = np.zeros((hi * width + 2, 256), dtype=np.int32)
     accepting = np.zeros(len(trans), dtype=bool)
-    target = pos[sub]
     for k in range(hi):
-        newk = k + step[sub]
+        newk = k + inc
         trans[1 + k * width : 1 + (k + 1) * width] = np.where(live, 1 + newk * width + target, 0)
         accepting[1 + k * width] = lo <= k
     accepting[1 + hi * width] = True  # lo <= hi
