@@ -19,6 +19,7 @@ from sdk.engine import _automata as au
 from sdk.engine import _regex as rx
 from sdk.engine._lazy import LazyDfa, materialize
 from sdk.errors import TooComplexError
+from tests._automata_runs import brute_force_mask, reachable, run_lazy, run_table
 
 _ATOMS = st.sampled_from(["a", "b", "[ab]", "[^a]", "é", "ab", "(?:a|ab)", "b*", "a?", "\\\\[ab]"])
 
@@ -68,19 +69,6 @@ def _lazy_and_table(pattern: str) -> tuple[au.AnyDfa, au.Dfa]:
     return lazy, table
 
 
-def _run(d: LazyDfa, q: int, data: bytes) -> tuple[list[bool], list[bool]]:
-    """(alive, accepting) after each prefix of `data`, from state q."""
-    alive, accepting = [], []
-    for k in range(len(data) + 1):
-        if k:
-            q = int(d.rows(np.asarray([q]))[0, data[k - 1]])
-        alive.append(q != 0)
-        accepting.append(bool(q) and bool(d.acc(np.asarray([q]))[0]))
-        if not q:
-            break
-    return alive, accepting
-
-
 @given(pattern=_regexes(), data=st.data())
 @settings(max_examples=150, deadline=None)
 def test_lazy_automata_have_the_languages_of_tables(pattern: str, data: st.DataObject) -> None:
@@ -99,18 +87,8 @@ def test_lazy_automata_have_the_languages_of_tables(pattern: str, data: st.DataO
     assert lazy.matches(s.encode()) == expected == table.matches(s.encode()), (pattern, s)
     if isinstance(lazy, LazyDfa) and not lazy.is_empty:
         full = materialize(lazy, 10**6)
-        for q in _reachable(full, 1):  # every state the start reaches can still finish
-            assert full.accepting[list(_reachable(full, q))].any(), (pattern, q)
-
-
-def _reachable(d: au.Dfa, q: int) -> set[int]:
-    seen, todo = {q}, [q]
-    while todo:
-        x = todo.pop()
-        for t in set(d.trans[x].tolist()) - {0} - seen:
-            seen.add(t)
-            todo.append(t)
-    return seen
+        for q in reachable(full, 1):  # every state the start reaches can still finish
+            assert full.accepting[list(reachable(full, q))].any(), (pattern, q)
 
 
 @given(pattern=_regexes(), data=st.data())
@@ -137,20 +115,8 @@ def test_windows_are_exact_and_equal_keys_share_them(pattern: str, data: st.Data
             s.append(rng.choice(live))
             x = int(row[s[-1]])
         s.append(rng.randrange(256))  # and one byte past, live or not
-        assert _run(lazy, q, bytes(s)) == _run_table(window, 1, bytes(s)), (pattern, q, s)
-        assert _run(lazy, q, bytes(s)) == _run(lazy, r, bytes(s)), (pattern, q, r, s)
-
-
-def _run_table(d: au.Dfa, q: int, data: bytes) -> tuple[list[bool], list[bool]]:
-    alive, accepting = [], []
-    for k in range(len(data) + 1):
-        if k:
-            q = int(d.trans[q, data[k - 1]])
-        alive.append(q != 0)
-        accepting.append(bool(q) and bool(d.accepting[q]))
-        if not q:
-            break
-    return alive, accepting
+        assert run_lazy(lazy, q, bytes(s)) == run_table(window, 1, bytes(s)), (pattern, q, s)
+        assert run_lazy(lazy, q, bytes(s)) == run_lazy(lazy, r, bytes(s)), (pattern, q, r, s)
 
 
 @given(a=_regexes(), b=_regexes(), mode=st.sampled_from(["and", "minus", "or"]))
@@ -275,11 +241,7 @@ def test_a_string_too_long_to_tabulate_is_enforced_exactly(
     m = Matcher(grammar, smollm2_index)
     m.advance_bytes(_doc(body[:-3])[: -len('","n":7}')].encode())
     got = m.mask()
-    want = np.zeros_like(got)
-    for tid, data in enumerate(smollm2_index.token_bytes):
-        if data and tid not in smollm2_index.eos_ids:
-            want[tid] = m.fork().try_advance(tid)
-    assert np.array_equal(got, want)
+    assert np.array_equal(got, brute_force_mask(m, smollm2_index))
     letters = [
         (len(b), bool(got[t]))
         for t, b in enumerate(smollm2_index.token_bytes)

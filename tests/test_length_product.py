@@ -22,6 +22,7 @@ from sdk.engine import _regex as rx
 from sdk.engine._lazy import LazyDfa, materialize
 from sdk.engine._length_product import LengthProduct, length_product
 from sdk.errors import TooComplexError
+from tests._automata_runs import brute_force_mask, reachable, run_lazy, run_table
 
 _ITEMS = ["[ab]", "a", "é", "\\\\[ab]|[ac]", "(?:b|ca)"]  # prefix-free: what a count takes
 _REST = st.recursive(
@@ -67,6 +68,14 @@ def _both(u: str, item: str, v: str, lo: int, hi: int, rest: str) -> tuple[au.An
     return _lazy(body, after), eager
 
 
+def _both_or_skip(case: tuple[str, str, str, int, int, str, str]) -> tuple[au.AnyDfa, au.Dfa]:
+    try:
+        return _both(*case[:6])
+    except TooComplexError:  # the eager reference itself gives up: nothing to compare
+        assume(False)
+        raise
+
+
 def _lazy(body: rx.Node, after: au.Dfa) -> au.AnyDfa:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(au, "LENGTH_PRODUCT_MIN_PAIRS", -1)  # never the table first
@@ -75,49 +84,13 @@ def _lazy(body: rx.Node, after: au.Dfa) -> au.AnyDfa:
     return lazy
 
 
-def _reachable(d: au.Dfa, q: int) -> set[int]:
-    seen, todo = {q}, [q]
-    while todo:
-        x = todo.pop()
-        for t in set(d.trans[x].tolist()) - {0} - seen:
-            seen.add(t)
-            todo.append(t)
-    return seen
-
-
-def _run(d: LazyDfa, q: int, data: bytes) -> list[tuple[bool, bool]]:
-    out = []
-    for k in range(len(data) + 1):
-        if k:
-            q = int(d.step(np.asarray([q]), np.asarray([data[k - 1]]))[0])
-        out.append((q != 0, bool(q) and bool(d.acc(np.asarray([q]))[0])))
-        if not q:
-            break
-    return out
-
-
-def _run_table(d: au.Dfa, q: int, data: bytes) -> list[tuple[bool, bool]]:
-    out = []
-    for k in range(len(data) + 1):
-        if k:
-            q = int(d.trans[q, data[k - 1]])
-        out.append((q != 0, bool(q) and bool(d.accepting[q])))
-        if not q:
-            break
-    return out
-
-
 @given(case=_cases(), data=st.data())
 @settings(max_examples=200, deadline=None)
 def test_the_lazy_product_is_the_eager_one(
     case: tuple[str, str, str, int, int, str, str], data: st.DataObject
 ) -> None:
     u, item, v, lo, hi, rest, pattern = case
-    try:
-        lazy, eager = _both(u, item, v, lo, hi, rest)
-    except TooComplexError:
-        assume(False)
-        raise
+    lazy, eager = _both_or_skip(case)
     text = data.draw(st.text(alphabet='abcd"\\é', max_size=14))
     expected = re.fullmatch(pattern, text) is not None
     assert lazy.matches(text.encode()) == expected == eager.matches(text.encode()), (pattern, text)
@@ -128,8 +101,8 @@ def test_the_lazy_product_is_the_eager_one(
     full = materialize(lazy, 10**6)
     assert au.product(full, eager, negate_b=True).is_empty, pattern
     assert au.product(eager, full, negate_b=True).is_empty, pattern
-    for q in _reachable(full, 1):  # every state handed out can still finish: exact masks
-        assert full.accepting[list(_reachable(full, q))].any(), (pattern, q)
+    for q in reachable(full, 1):  # every state handed out can still finish: exact masks
+        assert full.accepting[list(reachable(full, q))].any(), (pattern, q)
     assert np.array_equal(lazy.first, full.trans[1] != 0)
     # where a table is needed, the eager product is built after all
     assert au.product(au.table(lazy), eager, negate_b=True).is_empty, pattern
@@ -143,16 +116,12 @@ def test_walks_along_token_paths_and_shared_keys_are_exact(
 ) -> None:
     """A window along a tree of byte paths is the automaton on those paths; states with equal
     keys behave the same within the horizon."""
-    u, item, v, lo, hi, rest, pattern = case
-    try:
-        lazy, _ = _both(u, item, v, lo, hi, rest)
-    except TooComplexError:
-        assume(False)
-        raise
+    pattern = case[-1]
+    lazy, _ = _both_or_skip(case)
     if not isinstance(lazy, LazyDfa):
         return
     full = materialize(lazy, 10**6)
-    q = data.draw(st.sampled_from(sorted(_reachable(full, 1))))
+    q = data.draw(st.sampled_from(sorted(reachable(full, 1))))
     rng = random.Random(data.draw(st.integers(0, 2**32)))
     horizon = 4
     paths: list[bytes] = []
@@ -168,9 +137,9 @@ def test_walks_along_token_paths_and_shared_keys_are_exact(
         paths.append(bytes(s))
     window = lazy.window_along(q, _levels(paths))
     for s in paths:
-        assert _run(lazy, q, s) == _run_table(window, 1, s), (pattern, q, s)
+        assert run_lazy(lazy, q, s) == run_table(window, 1, s), (pattern, q, s)
     key = lazy.key(q, horizon)
-    same = [r for r in _reachable(full, 1) if r != q and lazy.key(r, horizon) == key]
+    same = [r for r in reachable(full, 1) if r != q and lazy.key(r, horizon) == key]
     if same:
         _same_within(lazy, q, data.draw(st.sampled_from(same)), horizon)
 
@@ -180,7 +149,7 @@ def _same_within(lazy: LazyDfa, q: int, r: int, horizon: int) -> None:
     alphabet = sorted(set('abcd"\\é'.encode()))
     for n in range(horizon):
         for text in itertools.product(alphabet, repeat=n):
-            assert _run(lazy, q, bytes(text)) == _run(lazy, r, bytes(text)), (q, r, text)
+            assert run_lazy(lazy, q, bytes(text)) == run_lazy(lazy, r, bytes(text)), (q, r, text)
 
 
 @pytest.mark.parametrize(
@@ -201,7 +170,7 @@ def test_states_with_equal_keys_agree_within_the_horizon(body: str, rest: str) -
     full = materialize(lazy, 10**6)
     horizon = 4
     by_key: dict[Any, list[int]] = {}
-    for q in sorted(_reachable(full, 1)):
+    for q in sorted(reachable(full, 1)):
         by_key.setdefault(lazy.key(q, horizon), []).append(q)
     assert any(len(group) > 1 for group in by_key.values())
     for group in by_key.values():
@@ -245,15 +214,6 @@ def _doc(url: str) -> str:
     return json.dumps({"url": url}, separators=(",", ":"))
 
 
-def _exact_mask(m: Matcher, index: Any) -> None:
-    got = m.mask()
-    want = np.zeros_like(got)
-    for tid, data in enumerate(index.token_bytes):
-        if data and tid not in index.eos_ids:
-            want[tid] = m.fork().try_advance(tid)
-    assert np.array_equal(got, want)
-
-
 def test_a_long_bounded_pattern_compiles_and_its_masks_are_exact(
     url_grammar: CompiledGrammar, smollm2_tokenizer: Any, smollm2_index: Any
 ) -> None:
@@ -280,7 +240,7 @@ def test_a_long_bounded_pattern_compiles_and_its_masks_are_exact(
     for cut in (len('{"url":"https://a'), len('{"url":"https://example.com/ab'), -len('xxx"}')):
         m = Matcher(url_grammar, smollm2_index)
         m.advance_bytes(_doc(url)[:cut].encode())
-        _exact_mask(m, smollm2_index)
+        assert np.array_equal(m.mask(), brute_force_mask(m, smollm2_index))
 
 
 def test_a_pattern_whose_lengths_never_settle_is_refused_with_a_typed_error() -> None:
@@ -293,3 +253,35 @@ def test_a_pattern_whose_lengths_never_settle_is_refused_with_a_typed_error() ->
     after = au.table(au.compile_regex(r'"(?:ab){0,3000}"'))
     with pytest.raises(TooComplexError, match="length"):
         length_product(after, b'"', item, 0, 60000, b'"', np.arange(256))
+
+
+def test_windows_along_the_trie_and_along_event_rows_see_the_automaton(
+    url_grammar: CompiledGrammar, smollm2_index: Any
+) -> None:
+    """The walks of such a state see only what tokens reach: the trie of the whole
+    vocabulary, or the rest of an event's token rows after the byte where a lexeme ended.
+    On either, every token's bytes run as on the automaton itself."""
+    from sdk.engine._vocab import _row_levels, trie_levels, vocab_of
+
+    vocab = vocab_of(smollm2_index)
+    lp = next(t for t in url_grammar.terminals if isinstance(t, LengthProduct))
+    q = 1
+    for b in b'"http':  # in the scheme: letters stay there, ':' moves on, '/' dies
+        q = int(lp.step(np.asarray([q]), np.asarray([b]))[0])
+    assert q != 0
+    url_bytes = set(b"abcdefghijklmnopqrstuvwxyz0123456789:/._-")
+    urlish = [
+        r
+        for r in range(len(vocab.ids))
+        if set(bytes(vocab.matrix[r, : vocab.row_lengths[r]])) <= url_bytes
+    ]
+    rows = np.asarray(sorted(random.Random(0).sample(urlish, 400)))
+    ends = set()
+    for levels, col in ((trie_levels(vocab), 0), (_row_levels(vocab, rows, 1), 1)):
+        window = lp.window_along(q, levels)
+        for row in rows.tolist():
+            data = bytes(vocab.matrix[row, col : vocab.row_lengths[row]])
+            got = run_lazy(lp, q, data)
+            assert got == run_table(window, 1, data), (col, data)
+            ends.add(len(got))
+    assert len(ends) > 3  # tokens that die early, late, and live on: the paths differ

@@ -257,6 +257,20 @@ def _edges_by_target(
     return ptr[1], src[1, : ptr[1, n]], ptr[0], src[0, : ptr[0, n]]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _mark_sources(
+    ptr: np.ndarray, src: np.ndarray, y: int, marked: np.ndarray, stack: np.ndarray, top: int
+) -> int:  # pragma: no cover - compiled
+    """Mark the sources of the edges into `y`, pushing the new ones; the new stack top."""
+    for e in range(ptr[y], ptr[y + 1]):
+        x = src[e]
+        if not marked[x]:
+            marked[x] = True
+            stack[top] = x
+            top += 1
+    return top
+
+
 @njit(cache=True, nogil=True)
 def _level_sets(
     finish: np.ndarray,
@@ -298,22 +312,12 @@ def _level_sets(
         nxt = grid[m + 1]
         for y in range(n):
             if grid[m, y]:
-                for e in range(ptr1[y], ptr1[y + 1]):
-                    x = src1[e]
-                    if not nxt[x]:
-                        nxt[x] = True
-                        stack[top] = x
-                        top += 1
+                top = _mark_sources(ptr1, src1, y, nxt, stack, top)
                 work += ptr1[y + 1] - ptr1[y]
         while top:
             top -= 1
             y = stack[top]
-            for e in range(ptr0[y], ptr0[y + 1]):
-                x = src0[e]
-                if not nxt[x]:
-                    nxt[x] = True
-                    stack[top] = x
-                    top += 1
+            top = _mark_sources(ptr0, src0, y, nxt, stack, top)
             work += ptr0[y + 1] - ptr0[y]
         if work > max_work:
             return grid, -1, -1
