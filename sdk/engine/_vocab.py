@@ -34,7 +34,8 @@ class Vocab:
     packed_len: int
     row_lengths: np.ndarray  # int64 [N]: byte length of each matrix row
     trie: _trie.Trie  # the rows as a trie, for whole-vocabulary walks
-    #: the byte-bounded memo tables of this vocabulary by name (`_per_vocab`)
+    #: the byte-bounded memo tables of this vocabulary by name (`_per_vocab`), and arrays
+    #: derived from it once (`trie_levels`)
     caches: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
