@@ -47,7 +47,7 @@ class LengthProduct(LazyDfa):
     branchy = True
 
     def __init__(
-        self, rest: Dfa, u: bytes, x: Dfa, lo: int, hi: int, v: bytes, levels: _Levels
+        self, rest: Dfa, u: bytes, x: Dfa, lo: int, hi: int, v: bytes, reps: np.ndarray
     ) -> None:
         super().__init__()
         self.w = item_width(x)
@@ -56,7 +56,8 @@ class LengthProduct(LazyDfa):
         self.racc = rest.accepting
         self.nr = nr = rest.n_states - 1
         self.u, self.v, self.lo, self.hi = u, v, lo, hi
-        self.levels = levels
+        self.u_arr = np.frombuffer(u, dtype=np.uint8).astype(np.int64)
+        self.v_arr = np.frombuffer(v, dtype=np.uint8).astype(np.int64)
         self.cb = 1 + len(u) if u else 1
         self.vb = self.cb + (hi + 1) * self.w * nr
         self.rb = self.vb + (len(v) - 1) * nr
@@ -69,7 +70,8 @@ class LengthProduct(LazyDfa):
         self.u_path = path
         r_all = np.arange(1, nr + 1)
         self.v_ok = np.stack([_walk(self.rt, r_all, v[j:]) != 0 for j in range(len(v) + 1)])
-        self.nbytes = levels.nbytes + self.rt.nbytes
+        self.levels = _levels(self, hi, reps)
+        self.nbytes = self.levels.nbytes + self.rt.nbytes
 
     # -- numbering
 
@@ -93,10 +95,9 @@ class LengthProduct(LazyDfa):
         in_u = qs < self.cb
         if in_u.any():
             i = qs[in_u] - 1
-            u = np.frombuffer(self.u, dtype=np.uint8).astype(np.int64)
             last = self.cb + self.u_path[-1] - 1
             nxt = np.where(i + 1 < len(self.u), i + 2, last)
-            out[in_u] = np.where(bs[in_u] == u[i], nxt, 0)
+            out[in_u] = np.where(bs[in_u] == self.u_arr[i], nxt, 0)
         in_c = (qs >= self.cb) & (qs < self.vb)
         if in_c.any():
             out[in_c] = self._c_step(qs[in_c] - self.cb, bs[in_c])
@@ -135,8 +136,7 @@ class LengthProduct(LazyDfa):
         return np.where(ok, np.where(done, self.rb + r - 1, self.vb + (j - 1) * self.nr + r - 1), 0)
 
     def _v_step(self, j: np.ndarray, r: np.ndarray, bs: np.ndarray) -> np.ndarray:
-        v = np.frombuffer(self.v, dtype=np.uint8).astype(np.int64)
-        r2 = np.where(bs == v[j], self.rt[r, bs], 0)
+        r2 = np.where(bs == self.v_arr[j], self.rt[r, bs], 0)
         return self._after_v(j + 1, r2)
 
     def acc(self, qs: np.ndarray) -> np.ndarray:
@@ -188,23 +188,16 @@ class _Levels:
         return np.where(got >= _FAR, _FAR, got + (a - fold))
 
 
-def _levels(
-    rest: Dfa,
-    x_live: np.ndarray,
-    target: np.ndarray,
-    inc: np.ndarray,
-    v: bytes,
-    hi: int,
-    reps: np.ndarray,
-) -> _Levels:
-    w, nr = target.shape[0], rest.n_states - 1
+def _levels(p: LengthProduct, hi: int, reps: np.ndarray) -> _Levels:
+    """The finishing sets of `p`'s (item state, pattern state) pairs, on one column per byte
+    class that neither the item nor the pattern tells apart."""
+    w, nr = p.w, p.nr
     n_pairs = w * nr
-    # the (c, r) graph's moves, one per byte class that neither X nor R tells apart
-    rt = rest.trans[1:][:, reps].astype(np.int64)  # [nr, classes]
-    cl, ct, ci = x_live[:, reps], target[:, reps], inc[:, reps]  # [w, classes]
+    rt = p.rt[1:][:, reps]  # [nr, classes]
+    cl, ct, ci = p.live_x[:, reps], p.target[:, reps], p.inc[:, reps]  # [w, classes]
     ptr1, src1, ptr0, src0 = _edges_by_target(cl, ct, ci.astype(np.bool_), rt)
     finish = np.zeros(n_pairs, dtype=bool)
-    finish[:nr] = _walk(rest.trans.astype(np.int64), np.arange(1, nr + 1), v) != 0
+    finish[:nr] = p.v_ok[0]  # at an item boundary, v (and then anything) may follow
     max_levels = max(2, min(hi + 1, MAX_TABLE_BYTES // (4 * n_pairs)))
     grid, n_levels, start = _level_sets(finish, ptr1, src1, ptr0, src0, max_levels, MAX_LEVEL_WORK)
     if n_levels < 0 or (start < 0 and n_levels <= hi):
@@ -331,8 +324,7 @@ def length_product(
     non-empty v whose first byte X cannot start with; `reps` has a byte of every class that
     neither X nor `rest` tells apart. The empty automaton when nothing matches."""
     assert v and x.trans[1, v[0]] == 0
-    levels = _levels(rest, *item_moves(x), v, hi, reps)
-    out = LengthProduct(rest, u, x, lo, hi, v, levels)
+    out = LengthProduct(rest, u, x, lo, hi, v, reps)
     r = out.u_path[-1]
     if r == 0 or not out._c_alive(np.asarray([0]), np.asarray([0]), np.asarray([r]))[0]:
         return empty_dfa()
