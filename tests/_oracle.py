@@ -16,11 +16,13 @@ import signal
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import lark
 
-from sdk.errors import SchemaError
+from sdk.engine import CompiledGrammar, Matcher
+from sdk.errors import SchemaError, SDKError
 from sdk.grammar import compile_schema
 
 _PUNCT = ("LBRACE", "RBRACE", "LSQB", "RSQB", "COMMA", "COLON")
@@ -49,6 +51,40 @@ def accepts(p: lark.Lark, text: str) -> bool:
     except lark.exceptions.LarkError:
         return False
     return True
+
+
+@dataclass(eq=False)
+class ByteIndex:
+    """A vocabulary of byte strings (token 0, empty, is the end of text)."""
+
+    token_bytes: tuple[bytes, ...]
+    eos_ids: frozenset[int] = frozenset({0})
+
+    @classmethod
+    def of(cls, extra: list[str]) -> ByteIndex:
+        """Every single byte, then the `extra` tokens."""
+        singles = (bytes([b]) for b in range(256))
+        return cls((b"", *singles, *(t.encode() for t in extra)))
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.token_bytes)
+
+
+BYTES = ByteIndex.of([])
+
+
+def engine_accepts(grammar: CompiledGrammar | str, text: str, index: ByteIndex = BYTES) -> bool:
+    """Whether the engine accepts `text` whole (for grammars Lark cannot judge: an
+    `//@any_order` line is a comment to Lark)."""
+    if isinstance(grammar, str):
+        grammar = CompiledGrammar.from_lark(grammar)
+    m = Matcher(grammar, index)
+    try:
+        m.advance_bytes(text.encode())
+    except SDKError:
+        return False
+    return m.is_accepting()
 
 
 def _error_keywords(schema: Any, data: Any) -> set[str]:

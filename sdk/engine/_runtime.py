@@ -57,6 +57,8 @@ class Runtime:
         self.start_rule = grammar.start_rule
         self.vocab = vocab
         self.positions = grammar.positions
+        self._dynamic = grammar.dynamic
+        self._n_static = len(grammar.positions)
         # global lexer states: one block per terminal, 0 = dead; only table terminals have
         # their rows here, lazy ones (numbered after them) get theirs as the parse reaches
         # them (`_lazy_row`)
@@ -125,7 +127,7 @@ class Runtime:
         got = self._expand.get(stack)
         if got is not None:
             return got
-        positions = self.positions
+        positions, n_static, dynamic = self.positions, self._n_static, self._dynamic
         shifts: dict[int, set[Stack]] = {}
         accept = False
         seen = {stack}
@@ -134,7 +136,8 @@ class Runtime:
             st = todo.pop()
             if len(st) > MAX_STACK_DEPTH:
                 raise TooComplexError(f"parser stack deeper than {MAX_STACK_DEPTH}")
-            top = positions[st[-1]]
+            i = st[-1]
+            top = positions[i] if i < n_static or dynamic is None else dynamic.get(i)
             rest = st[:-1]
             for term, nxt in top.terms.items():
                 shifts.setdefault(term, set()).add((*rest, nxt))

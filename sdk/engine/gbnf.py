@@ -15,7 +15,8 @@ classes, grouping, alternation and `? * + {m} {m,} {m,n}` repetition. Our Lark d
   code points and written as right-linear rules, one per state. The language is unchanged;
   nothing is ever dropped or approximated.
 
-Every construct of the dialect is exported; anything else raises `GrammarError` (naming it).
+Every construct of the dialect is exported; anything else raises `GrammarError` (naming it),
+as does an `//@any_order` line (members in any order, tracked as a set by the engine).
 """
 
 from __future__ import annotations
@@ -66,6 +67,14 @@ def lark_to_gbnf(text: str, *, start: str = "start") -> str:
     from lark.exceptions import LarkError
     from lark.load_grammar import GrammarBuilder
 
+    from ._any_order import NOTE
+
+    if any(line.lstrip().startswith(NOTE) for line in text.split("\n")):
+        raise GrammarError(
+            "members in any order of an object with more than 3 of them (an //@any_order "
+            "line) have no GBNF form: GBNF cannot track which members were written; "
+            "compile the schema with member_order='declared'"
+        )
     try:
         gb = GrammarBuilder()
         with AST_LOCK:  # Lark evaluates the grammar's string literals with ast

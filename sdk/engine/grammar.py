@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -31,10 +31,12 @@ from sdk._lark_literals import literal_pattern
 
 from .._cache import BoundedCache
 from ..errors import GrammarError, RegexError, SDKError, TooComplexError
+from . import _any_order
 from . import _automata as au
 from . import _regex as rx
 from ._gc_pause import gc_paused
 from ._lark_lines import parse_line
+from ._positions import Position
 
 Symbol = tuple[str, int]  # ("T", terminal id) | ("R", rule id)
 
@@ -43,16 +45,6 @@ Symbol = tuple[str, int]  # ("T", terminal id) | ("R", rule id)
 MAX_RULE_NFA_STATES = 2_000_000
 MAX_RULE_DFA_STATES = 200_000
 MAX_RULE_SUBSET_WORK = 10_000_000
-
-
-@dataclass(frozen=True)
-class Position:
-    """A state of one rule's automaton, numbered globally."""
-
-    rule: int
-    terms: Mapping[int, int]  # terminal id -> next position
-    calls: tuple[tuple[int, int], ...]  # (rule id, return position)
-    final: bool
 
 
 class CompiledGrammar:
@@ -67,6 +59,7 @@ class CompiledGrammar:
         rule_names: list[str],
         rule_starts: list[int],
         start_rule: int,
+        dynamic: _any_order.DynamicPositions | None = None,
     ) -> None:
         self.lark_text = lark_text
         self.terminals = terminals
@@ -75,6 +68,9 @@ class CompiledGrammar:
         self.rule_names = rule_names
         self.rule_starts = rule_starts
         self.start_rule = start_rule
+        #: positions numbered after `positions`, built as parses reach them (members in any
+        #: order: `_any_order`)
+        self.dynamic = dynamic
         self.validated: tuple[tuple[str, str], ...] = ()
         self.enforced: tuple[tuple[str, str], ...] = ()
         self.schema: Any = None
@@ -164,6 +160,7 @@ class _Builder:
         self.rule_ids: dict[str, int] = {}
         self.rule_trees: list[Tree] = []
         self.anon = itertools.count()
+        self.any_order: list[_any_order.Spec] = []
 
     # ---- terminals
 
@@ -271,8 +268,9 @@ class _Builder:
 
     def build(self) -> CompiledGrammar:
         gb = _CheckedBuilder()
+        text, notes = _any_order.read_notes(self.text)
         with AST_LOCK:  # Lark evaluates the grammar's string literals with ast
-            _load_definitions(gb, self.text)
+            _load_definitions(gb, text)
         grammar = gb.build()
         if grammar.ignore:
             raise GrammarError("%ignore is not supported: write whitespace into the grammar")
@@ -285,6 +283,7 @@ class _Builder:
             self.rule_trees.append(tree)
         if self.start not in self.rule_ids:
             raise GrammarError(f"the grammar has no {self.start!r} rule")
+        self.any_order = [_any_order.make_spec(note, self.rule_ids) for note in notes]
         rule_dfas = []
         for name, rid in self.rule_ids.items():
             nfa = _SymNfa()
@@ -637,6 +636,8 @@ def _minimize_symbols(d: _SymDfa) -> _SymDfa:
 def _link(b: _Builder, rules: list[_SymDfa], names: list[str]) -> CompiledGrammar:
     """Trim unproductive parts, reject left recursion, merge parallel terminals, number positions."""
     n = len(rules)
+    # an any-order member list's own rule only stands in for its dynamic positions
+    dynamic = {spec.rule: spec for spec in b.any_order}
     # productive rules: fixpoint over "a final state is reachable using productive symbols"
     productive = [False] * n
     changed = True
@@ -647,7 +648,12 @@ def _link(b: _Builder, rules: list[_SymDfa], names: list[str]) -> CompiledGramma
         for r in reversed(range(n)):
             if productive[r]:
                 continue
-            if _reaches_final(rules[r], productive):
+            spec = dynamic.get(r)
+            if (
+                _any_order.productive(spec, productive)
+                if spec is not None
+                else _reaches_final(rules[r], productive)
+            ):
                 productive[r] = True
                 changed = True
     start = b.rule_ids[b.start]
@@ -694,6 +700,11 @@ def _link(b: _Builder, rules: list[_SymDfa], names: list[str]) -> CompiledGramma
             terms = {sym[1]: offsets[r] + tgt for sym, tgt in row.items() if sym[0] == "T"}
             calls = tuple((sym[1], offsets[r] + tgt) for sym, tgt in row.items() if sym[0] == "R")
             positions.append(Position(r, terms, calls, rule.final[st]))
+    extra = None
+    if b.any_order:
+        extra = _any_order.DynamicPositions(len(positions), b.any_order, productive)
+        for k, spec in enumerate(b.any_order):
+            offsets[spec.rule] = extra.start(k)
     return CompiledGrammar(
         b.text,
         b.terminals,
@@ -702,6 +713,7 @@ def _link(b: _Builder, rules: list[_SymDfa], names: list[str]) -> CompiledGramma
         names,
         offsets,
         start,
+        extra,
     )
 
 

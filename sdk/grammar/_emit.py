@@ -39,8 +39,11 @@ MAX_REPEAT = 1000  # larger item-count bounds are validated instead of counted
 INLINE_LIMIT = 48  # object layouts bigger than this use one rule per suffix
 MAX_INLINE_OPTIONAL = 3
 # `member_order="any"`: one rule per set of members already written (2^n, each with up to n
-# alternatives), so objects with more declared members than this keep declaration order.
-MAX_ANY_ORDER = 6
+# alternatives) up to this many declared members; bigger objects get one rule for the member
+# list and a `//@any_order` line, and the matcher tracks the set (`sdk.engine._any_order`).
+MAX_ANY_ORDER = 3
+#: The line that tells the engine which rules an any-order member list is made of.
+ANY_ORDER_NOTE = "//@any_order "
 # Dependencies (`a` present ⇒ `b` present) are tracked over at most this many members: the
 # rules of an object multiply by 2 per tracked member.
 MAX_TRACKED = 6
@@ -160,6 +163,7 @@ class Emitter:
         for n in (*PUNCT, "STRING", "NUMBER", "INTEGER", "NEVER"):
             self.names.reserve(n)
         self.rules: dict[str, str] = {}
+        self.notes: list[str] = []  # `//@any_order` lines, after the definitions
         self.terminals: dict[str, str] = {}
         self.term_by_regex: dict[str, str] = {}
         self.rule_by_node: dict[Any, str] = {}
@@ -198,6 +202,7 @@ class Emitter:
         used = {t for t in PUNCT if any(t in b for b in self.rules.values())}
         lines += [f"{t}: {self._punct(PUNCT[t])}" for t in PUNCT if t in used]
         lines += [f"{name}: {lark_regex(rx)}" for name, rx in self.terminals.items()]
+        lines += self.notes
         return "\n".join(lines) + "\n"
 
     def _punct(self, ch: str) -> str:
@@ -436,7 +441,7 @@ class Emitter:
                     if needed:
                         self.usage.validate(k, o.pointer, "member counting with optional members")
         deps = self._dependencies(o, kept)
-        if deps and not (self.any_order and 1 < len(members) <= MAX_ANY_ORDER):
+        if deps and not (self.any_order and len(members) > 1):
             got = self._members_tracked(members, extra, ex_lo, ex_hi, name, deps)
         else:
             got = self._members(members, extra, ex_lo, ex_hi, name, deps)
@@ -577,6 +582,8 @@ class Emitter:
         n = len(members)
         if self.any_order and 1 < n <= MAX_ANY_ORDER:
             return self._members_any_order(members, extra, ex_lo, ex_hi, name, deps or [])
+        if self.any_order and n > MAX_ANY_ORDER:
+            return self._members_seen_set(members, extra, ex_lo, ex_hi, name, deps or [])
         comma = ("COMMA", ATOM)
         extra, star, tail, interleave = self._extras_layout(extra, ex_lo, ex_hi, name, n)
         first_req = next((i for i, (_, r) in enumerate(members) if r), n)
@@ -716,6 +723,60 @@ class Emitter:
         if body is None:
             return None if may_be_empty else _DEAD
         return body, may_be_empty
+
+    def _members_seen_set(
+        self,
+        members: list[tuple[E, bool]],
+        extra: E | None,
+        ex_lo: int,
+        ex_hi: int | None,
+        name: str,
+        deps: list[tuple[int, tuple[int | None, ...]]],
+    ) -> tuple[E, bool] | object:
+        """`_members_any_order` for objects too big for a rule per subset: one rule,
+        `NAME_any`, stands for the non-empty member list, and an `//@any_order` line names its
+        parts (member rules, comma, extra members, bounded tail) and constraints (required,
+        dependencies), from which the engine builds the positions "members S written" as the
+        parse reaches them. Lark, which ignores the line, reads the rule as a superset (members
+        repeated); `gbnf` refuses it."""
+        n = len(members)
+        if _needs_the_impossible(deps, {i for i, (_, r) in enumerate(members) if r}):
+            return _DEAD
+        extra, _star, tail, interleave = self._extras_layout(extra, ex_lo, ex_hi, name, n)
+        pairs = [self._rule_for(m, f"{name}_member{i}") for i, (m, _) in enumerate(members)]
+        comma = self._rule_for(("COMMA", ATOM), f"{name}_comma")
+        extra_rule = self._rule_for(extra, f"{name}_extra") if interleave and extra else None
+        tail_rule = self._rule_for(tail, f"{name}_tail") if tail is not None else None
+        required = [i for i, (_, r) in enumerate(members) if r]
+        items = " | ".join(pairs + ([extra_rule] if extra_rule else []))
+        rule = self.names.rule(f"{name}_any")
+        self.rules[rule] = f"({items}) ({comma} ({items}))*" + (
+            f" {tail_rule}?" if tail_rule else ""
+        )
+        spec = {
+            "rule": rule,
+            "members": pairs,
+            "comma": comma,
+            "required": required,
+            "extra": extra_rule,
+            "tail": tail_rule,
+            "deps": [[t, list(need)] for t, need in deps],
+        }
+        self.notes.append(ANY_ORDER_NOTE + json.dumps(spec, separators=(",", ":")))
+        alts: list[E] = [(rule, ATOM)]
+        if not interleave and not required and extra is not None and ex_hi != 0:
+            alts.append(_extras_only(extra, ex_lo, ex_hi))
+        body = alt(alts)
+        assert body is not None
+        return body, not required and (extra is None or interleave or ex_lo == 0)
+
+    def _rule_for(self, e: E, base: str) -> str:
+        """`e` as a rule name: itself when it is one, else a new rule `base`."""
+        if re.fullmatch(r"[a-z_][a-z0-9_]*", e[0]):
+            return e[0]
+        rule = self.names.rule(base)
+        self.rules[rule] = e[0]
+        return rule
 
     def _dependencies(
         self, o: Obj, kept: list[str]
@@ -963,6 +1024,25 @@ def _deps_met(deps: list[tuple[int, tuple[int | None, ...]]], seen: int) -> bool
     return all(
         not seen >> t & 1 or all(x is not None and seen >> x & 1 for x in need) for t, need in deps
     )
+
+
+def _needs_the_impossible(
+    deps: list[tuple[int, tuple[int | None, ...]]], members: set[int]
+) -> bool:
+    """Whether `members`, with every member their dependencies then need, includes a member
+    that can never be written (None)."""
+    todo = list(members)
+    while todo:
+        t = todo.pop()
+        for trigger, need in deps:
+            if trigger == t:
+                for x in need:
+                    if x is None:
+                        return True
+                    if x not in members:
+                        members.add(x)
+                        todo.append(x)
+    return False
 
 
 def _extras_only(extra: E, ex_lo: int, ex_hi: int | None) -> E:

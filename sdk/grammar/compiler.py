@@ -110,9 +110,10 @@ def compile_schema(
     `surface="gemma"`: FunctionGemma's syntax, `{key:<escape>text<escape>,n:1}` (bare keys,
     raw strings between `<escape>` markers, `pattern`/`format` checked by validation).
     `member_order="any"`: an object's declared members in any order (each at most once,
-    the required ones all present) instead of declaration order, exactly, for objects with up
-    to 6 declared members (larger ones keep declaration order). For checking outputs written
-    by others; generation wants the default, the order the model reads in the schema.
+    the required ones all present) instead of declaration order, exactly. Objects with more
+    than 3 declared members get an `//@any_order` line that the engine reads (it tracks the
+    set of members written; Lark sees a comment, GBNF export refuses it). For checking outputs
+    written by others; generation wants the default, the order the model reads in the schema.
     Errors: `SchemaError` (with pointer) for malformed or empty schemas, `TooComplexError`.
     """
     if whitespace not in ("compact", "spaced", "flexible"):
