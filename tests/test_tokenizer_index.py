@@ -490,3 +490,18 @@ def test_sdk_cache_dir_env(
         clear_memory_cache()
     assert index.vocab_size == 49152
     assert [p.suffix for p in (tmp_path / "tokenizers" / "index").iterdir()] == [".npz"]
+
+
+def test_warm_up_builds_the_arrays_and_walks_a_grammar(smollm2_index: TokenizerIndex) -> None:
+    """`warm_up` leaves the per-vocabulary arrays built and one grammar's terminals compiled
+    (so a process's first grammar does not load the kernels); it returns the index, also for a
+    vocabulary that cannot spell the warm-up text byte by byte."""
+    from sdk.engine import caches
+    from sdk.engine._vocab import _vocabs
+
+    caches.clear()
+    assert smollm2_index.warm_up() is smollm2_index
+    assert smollm2_index in _vocabs
+    assert caches.usage()["terminal DFAs"][0] > 0
+    words = TokenizerIndex.from_token_bytes([b"{", b"}", b'"name"', b":", b'"a"'], eos_ids=[])
+    assert words.warm_up() is words

@@ -83,7 +83,9 @@ class OursAdapter:
         self._member_order: Literal["declared", "any"] = (
             "any" if member_order == "any" else "declared"
         )
-        self.index = TokenizerIndex.from_hf(tokenizer)
+        # Per-process work (vocabulary arrays, compiled kernels) in setup, as the peers build
+        # their tokenizer tries there: otherwise the first schema's TTFM carries ~200 ms of it.
+        self.index = TokenizerIndex.from_hf(tokenizer).warm_up()
         eos = getattr(tokenizer, "eos_token_id", None)
         self.eos_ids = [eos] if isinstance(eos, int) else []
         # The same contract as the peers' adapters: the mask is written into one reused int32

@@ -8,8 +8,9 @@ numbers are what a new worker pays:
 - ``build``: `TokenizerIndex.from_hf` with an empty cache directory (reads the vocabulary,
   decodes every token to bytes, writes the cache file);
 - ``load``: the same call again, the file now present (read + validate the fingerprint);
-- ``arrays``: the engine's per-vocabulary arrays (`TokenizerIndex.warm_up`) built from
-  the loaded index, paid once per process on the first mask;
+- ``arrays``: `TokenizerIndex.warm_up` on the loaded index: the engine's per-vocabulary
+  arrays and its compiled kernels loaded (one small grammar compiled and walked), paid once per
+  process, on the first grammar when not up front;
 - ``llguidance``: `llguidance.hf.from_tokenizer` on the same tokenizer, for a ratio.
 
 The tokenizer's own load from its GGUF file (the same for every engine) is excluded; it is

@@ -12,19 +12,31 @@ against Lark's on every dev-schema grammar.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from lark import Token, Tree
 from lark.grammar import NonTerminal, Terminal
 
-_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
-_UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
-_RULE_REST = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
-_TERM_REST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
-_RE_FLAGS = frozenset("imslux")
-_DIGITS = frozenset("0123456789")
-_STRING_FLAGS = frozenset("i")
+_RULE_NAME = re.compile(r"_?[a-z][a-z0-9_]*")
+_TERM_NAME = re.compile(r"_?[A-Z][A-Z0-9_]*")
+
+# One token at a time after optional blanks: a name (or number), a string literal with at most
+# one `i` flag, a regex literal with its flags (neither may run into a name: Lark would read
+# that differently), `..`, or one punctuation mark. Anything else stops the scan.
+_TOKEN = re.compile(
+    r"""[ \t]*(?:
+      (?P<name>[A-Za-z0-9_]+)
+    | (?P<str>"(?:[^"\\]|\\.)*"i?)(?![A-Za-z0-9_])
+    | (?P<re>/(?!/)(?:[^/\\]|\\.)*/[imslux]*)(?![A-Za-z0-9_])
+    | (?P<dots>\.\.)
+    | (?P<punct>[():|\[\]*+?~.{])
+    )""",
+    re.VERBOSE,
+)
+_BLANK = re.compile(r"[ \t]*")
+_END = ("", "", -1)
 
 
 class _Unsupported(Exception):
@@ -34,108 +46,98 @@ class _Unsupported(Exception):
 def parse_line(line: str) -> Any | None:
     """The definition statement Lark would build for `line` (a `rule` or `term` tree), or
     None when the line is outside the subset this reader knows."""
+    if line[:1] in (" ", "\t"):
+        return None
+    reader = _Reader(line)
+    if not reader.kinds:
+        return None
     try:
-        return _Reader(line).definition()
+        return reader.definition()
     except _Unsupported:
         return None
 
 
+_KIND: dict[str, str] = {}  # name -> "RULE" / "TERMINAL" / "" (neither); names repeat a lot
+
+
+def _kind(name: str) -> str:
+    """RULE or TERMINAL, when `name` is one whole token of that kind."""
+    got = _KIND.get(name)
+    if got is None:
+        got = (
+            "RULE"
+            if _RULE_NAME.fullmatch(name)
+            else "TERMINAL"
+            if _TERM_NAME.fullmatch(name)
+            else ""
+        )
+        if len(_KIND) > 50_000:
+            _KIND.clear()
+        _KIND[name] = got
+    if not got:
+        raise _Unsupported
+    return got
+
+
 class _Reader:
-    __slots__ = ("s", "i", "n")
+    """Recursive descent over the line's tokens (kinds, texts, end offsets, with an end
+    sentinel), so no step looks at single characters."""
+
+    __slots__ = ("ends", "i", "kinds", "s", "texts")
 
     def __init__(self, s: str) -> None:
         self.s = s
         self.i = 0
-        self.n = len(s)
-
-    # ---- lexing helpers
-
-    def _ws(self) -> None:
-        s, i, n = self.s, self.i, self.n
-        while i < n and s[i] in " \t":
-            i += 1
-        self.i = i
-
-    def _peek(self) -> str:
-        self._ws()
-        return self.s[self.i] if self.i < self.n else ""
-
-    def _name(self) -> str:
-        s, i, n = self.s, self.i, self.n
-        j = i
-        while j < n and s[j] in _NAME_CHARS:
-            j += 1
-        self.i = j
-        return s[i:j]
-
-    def _kind(self, name: str) -> str:
-        """RULE or TERMINAL, when `name` is one whole token of that kind."""
-        body = name[1:] if name.startswith("_") else name
-        if body and body[0] in _LOWER and all(c in _RULE_REST for c in body):
-            return "RULE"
-        if body and body[0] in _UPPER and all(c in _TERM_REST for c in body):
-            return "TERMINAL"
-        raise _Unsupported
+        kinds: list[str] = []
+        texts: list[str] = []
+        ends: list[int] = []
+        pos, n = 0, len(s)
+        match = _TOKEN.match
+        while True:
+            m = match(s, pos)
+            if m is None:
+                break
+            kind = m.lastgroup
+            assert kind is not None
+            kinds.append(kind)
+            texts.append(m.group(kind))
+            pos = m.end()
+            ends.append(pos)
+        if _BLANK.match(s, pos).end() != n:  # type: ignore[union-attr]
+            kinds = []  # some text is not a token
+        kinds.append("")
+        texts.append("")
+        ends.append(-1)
+        self.kinds, self.texts, self.ends = kinds, texts, ends
 
     def _number(self) -> str:
-        self._ws()
-        s, i, n = self.s, self.i, self.n
-        j = i
-        if j < n and s[j] in "+-":
-            j += 1
-        k = j
-        while k < n and s[k] in _DIGITS:
-            k += 1
-        if k == j:
+        i = self.i
+        text = self.texts[i]
+        if self.kinds[i] != "name" or not text.isdigit() or not text.isascii():
             raise _Unsupported
-        self.i = k
-        return s[i:k]
-
-    def _quoted(self, quote: str, flags: frozenset[str]) -> str:
-        """A STRING or REGEXP token's text: up to the first unescaped `quote`, plus flags."""
-        s, n = self.s, self.n
-        start = self.i
-        i = start + 1
-        if quote == "/" and i < n and s[i] == "/":
-            raise _Unsupported  # `//` is a comment
-        while True:
-            if i >= n or s[i] == "\n":
-                raise _Unsupported
-            c = s[i]
-            if c == "\\" and i + 1 < n and s[i + 1] in (quote, "\\"):
-                i += 2
-            elif c == quote:
-                i += 1
-                break
-            else:
-                i += 1
-        if quote == '"':
-            if i < n and s[i] in flags:  # `"..."i`: one flag at most
-                i += 1
-        else:
-            while i < n and s[i] in flags:
-                i += 1
-        if i < n and s[i] in _NAME_CHARS:
-            raise _Unsupported  # flags run into a name: leave the tokenising to Lark
-        self.i = i
-        return s[start:i]
+        self.i = i + 1
+        return text
 
     # ---- grammar
 
     def definition(self) -> Any:
-        name = self._name()
-        kind = self._kind(name)
+        kinds, texts = self.kinds, self.texts
+        if kinds[0] != "name":
+            raise _Unsupported
+        name = texts[0]
+        what = _kind(name)
+        self.i = 1
         prio: str | None = None
-        if self.s.startswith(".", self.i) and not self.s.startswith("..", self.i):
-            self.i += 1
+        if texts[1] == "." and kinds[1] == "punct" and self.ends[1] - 1 == self.ends[0]:
+            self.i = 2  # `NAME.2:`, the dot right after the name
             prio = self._number()
-        if self._peek() != ":":
+        if texts[self.i] != ":" or kinds[self.i] != "punct":
             raise _Unsupported
         self.i += 1
         body = self._expansions()
-        if self._peek() != "":
+        if kinds[self.i]:
             raise _Unsupported
-        if kind == "RULE":
+        if what == "RULE":
             if prio is not None:
                 raise _Unsupported
             return Tree(
@@ -155,67 +157,73 @@ class _Reader:
 
     def _expansions(self) -> Any:
         alts = [self._expansion()]
-        while self._peek() == "|":
+        kinds, texts = self.kinds, self.texts
+        while texts[self.i] == "|" and kinds[self.i] == "punct":
             self.i += 1
             alts.append(self._expansion())
         return Tree("expansions", alts)
 
     def _expansion(self) -> Any:
         items: list[Any] = []
+        kinds, texts = self.kinds, self.texts
         while True:
-            c = self._peek()
-            if c in ("|", ")", "]", ""):
+            kind = kinds[self.i]
+            if not kind or (kind == "punct" and texts[self.i] in "|)]"):
                 return Tree("expansion", items)
             items.append(self._expr())
 
     def _expr(self) -> Any:
         atom = self._atom()
-        c = self._peek()
-        if c in ("*", "+"):
-            self.i += 1
+        i = self.i
+        if self.kinds[i] != "punct":
+            return atom
+        c = self.texts[i]
+        if c == "*" or c == "+":
+            self.i = i + 1
             return Tree("expr", [atom, Token("OP", c)])
         if c == "?":
-            nxt = self.s[self.i + 1] if self.i + 1 < self.n else ""
+            end = self.ends[i]
+            nxt = self.s[end] if end < len(self.s) else ""
             if nxt in _LOWER or nxt == "_":
                 raise _Unsupported  # `?name`: a RULE token in Lark's lexer
-            self.i += 1
+            self.i = i + 1
             return Tree("expr", [atom, Token("OP", "?")])
         if c == "~":
-            self.i += 1
+            self.i = i + 1
             parts = [atom, Token("TILDE", "~"), Token("NUMBER", self._number())]
-            if self.s.startswith("..", self.i):
-                self.i += 2
+            j = self.i
+            if self.kinds[j] == "dots" and self.ends[j] - 2 == self.ends[j - 1]:  # `~ 1..3`
+                self.i = j + 1
                 parts.append(Token("NUMBER", self._number()))
             return Tree("expr", parts)
         return atom
 
     def _atom(self) -> Any:
-        c = self._peek()
-        if c in ("(", "["):  # a group, or an optional group
-            self.i += 1
-            inner = self._expansions()
-            if self._peek() != (")" if c == "(" else "]"):
-                raise _Unsupported
-            self.i += 1
-            return inner if c == "(" else Tree("maybe", [inner])
-        if c == '"':
-            text = self._quoted('"', _STRING_FLAGS)
-            self._ws()
-            if self.s.startswith("..", self.i):
-                self.i += 2
-                if self._peek() != '"':
+        i = self.i
+        kind, text = self.kinds[i], self.texts[i]
+        self.i = i + 1
+        if kind == "name":
+            what = _kind(text)
+            if self.texts[i + 1] == "{":
+                raise _Unsupported  # template usage
+            if what == "TERMINAL":
+                return Tree("value", [Terminal(text, filter_out=text.startswith("_"))])
+            return Tree("value", [NonTerminal(text)])
+        if kind == "str":
+            if self.kinds[i + 1] == "dots":
+                if self.kinds[i + 2] != "str":
                     raise _Unsupported
-                end = self._quoted('"', _STRING_FLAGS)
+                self.i = i + 3
+                end = self.texts[i + 2]
                 return Tree("value", [Tree("range", [Token("STRING", text), Token("STRING", end)])])
             return Tree("value", [Tree("literal", [Token("STRING", text)])])
-        if c == "/":
-            return Tree("value", [Tree("literal", [Token("REGEXP", self._quoted("/", _RE_FLAGS))])])
-        if c in _NAME_CHARS:
-            name = self._name()
-            kind = self._kind(name)
-            if self._peek() == "{":
-                raise _Unsupported  # template usage
-            if kind == "TERMINAL":
-                return Tree("value", [Terminal(name, filter_out=name.startswith("_"))])
-            return Tree("value", [NonTerminal(name)])
+        if kind == "re":
+            return Tree("value", [Tree("literal", [Token("REGEXP", text)])])
+        if kind == "punct" and (text == "(" or text == "["):  # a group, or an optional group
+            inner = self._expansions()
+            j = self.i
+            if self.kinds[j] != "punct" or self.texts[j] != (")" if text == "(" else "]"):
+                raise _Unsupported
+            self.i = j + 1
+            return inner if text == "(" else Tree("maybe", [inner])
         raise _Unsupported
