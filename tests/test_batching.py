@@ -309,3 +309,46 @@ def test_a_dropped_model_frees_its_scheduler(tiny: tuple[Any, Any]) -> None:
         time.sleep(0.05)
     assert ref() is None
     assert BatchScheduler.IDLE_EXIT_S == 2.0
+
+
+class _PromptThenFeed:
+    """A session without `prefill_with`: the turn runs the prompt, then feeds its start."""
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "prefill_with":
+            raise AttributeError(name)
+        return getattr(self._session, name)
+
+
+@pytest.mark.parametrize("max_batch", [1, 4])
+def test_the_forced_start_goes_in_with_the_prompt(tiny: tuple[Any, Any], max_batch: int) -> None:
+    """A turn whose start is forced (`{"answer": "`) runs it in the prompt's pass: the same
+    tokens as prompt-then-feed, one forward pass fewer, alone or as a batch row."""
+    backend = TransformersModel(*tiny, max_batch=max_batch)
+    schema = {
+        "type": "object",
+        "properties": {"answer": {"type": "string"}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+    request = TurnRequest(messages=[Message.user("say something")], tools=[])
+    outs = []
+    for wrap in (lambda s: s, _PromptThenFeed):
+        matcher = Matcher(CompiledGrammar.from_schema(schema), backend.index)
+        outs.append(
+            generate_turn(
+                wrap(backend.begin_turn(request)),
+                matcher,
+                backend.index,
+                backend.tokenizer,
+                max_tokens=12,
+            )
+        )
+    joined, apart = outs
+    assert joined.token_ids == apart.token_ids
+    assert backend.index.decode_bytes(joined.token_ids).startswith(b'{"answer":"')
+    assert joined.usage.forward_passes == apart.usage.forward_passes - 1
+    assert joined.usage.forced_tokens == apart.usage.forced_tokens > 0

@@ -310,7 +310,10 @@ class BatchScheduler:
             self._opening += 1
         return _Row([])
 
-    def prefill(self, row: _Row) -> torch.Tensor:
+    def prefill(self, row: _Row, extra: Sequence[int] = ()) -> torch.Tensor:
+        """Join the batch with the row's prompt, then `extra` (the turn's forced start)."""
+        if extra:
+            row.prompt = [*row.prompt, *extra]
         with self._cv:
             self._opening -= 1
             row.prefilled = True

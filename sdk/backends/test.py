@@ -214,6 +214,9 @@ class _ScriptSession:
     def prefill(self) -> torch.Tensor:
         return self._one_hot(self._next_token())
 
+    def prefill_with(self, extra: Sequence[int]) -> torch.Tensor:
+        return self.feed(extra) if extra else self.prefill()
+
     def feed(self, ids: Sequence[int]) -> torch.Tensor:
         tb = self.index.token_bytes
         for tid in ids:

@@ -462,6 +462,10 @@ class _HFSession:
         self._threads: contextlib.ExitStack | None = None
 
     def prefill(self) -> torch.Tensor:
+        return self.prefill_with(())
+
+    def prefill_with(self, extra: Sequence[int]) -> torch.Tensor:
+        """The prompt, then `extra` (the turn's forced start), in one forward pass."""
         self._threads = contextlib.ExitStack()
         self._threads.enter_context(self.owner._lock)
         self._threads.enter_context(self.owner._threads())
@@ -469,7 +473,7 @@ class _HFSession:
         self.cached_tokens = n
         self._cache = cache
         self._ids = list(self.prompt_ids[:n])
-        return self.feed(self.prompt_ids[n:])
+        return self.feed([*self.prompt_ids[n:], *extra])
 
     def feed(self, ids: Sequence[int]) -> torch.Tensor:
         logits, self._cache = self.owner._forward(ids, self._cache)
@@ -507,6 +511,10 @@ class _BatchedSession:
 
     def prefill(self) -> torch.Tensor:
         return self._scheduler.prefill(self._row)
+
+    def prefill_with(self, extra: Sequence[int]) -> torch.Tensor:
+        """The prompt, then `extra` (the turn's forced start), in one forward pass."""
+        return self._scheduler.prefill(self._row, extra)
 
     def feed(self, ids: Sequence[int]) -> torch.Tensor:
         return self._scheduler.feed(self._row, ids)

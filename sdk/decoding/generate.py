@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from sdk.decoding._alignment import give_back_extendable
 from sdk.decoding._gate import PROBE, CallGate, GateRun
@@ -72,7 +72,11 @@ class DecodeSession(Protocol):
         ...
 
     def prefill(self) -> torch.Tensor:
-        """Run the prompt; logits (1-D, vocab) for the first generated token."""
+        """Run the prompt; logits (1-D, vocab) for the first generated token.
+
+        A session may also have `prefill_with(ids)`: the prompt and then `ids` in one forward
+        pass (the turn's forced start), logits for the token after them. Without it the turn
+        calls `prefill()` and then `feed(ids)`."""
         ...
 
     def feed(self, ids: Sequence[int]) -> torch.Tensor:
@@ -260,13 +264,28 @@ def generate_turn(
     t_start = time.perf_counter()
     mask_time = 0.0
     try:
-        logits = session.prefill()
-        usage.cached_prompt_tokens = session.cached_tokens
-        usage.forward_passes += 1
         # What the turn must start with (a required call's opener) is forced as the tokenizer
         # encodes it: left to sample, a model may spell it in pieces it was never trained on.
-        at_start = matcher is not None and fast_forward
-        while len(out) < max_tokens:
+        # It goes in with the prompt: one forward pass fewer.
+        start: list[int] = []
+        if matcher is not None and fast_forward:
+            t0 = time.perf_counter()
+            start = forced_token_ids(matcher, index, tokenizer, max_tokens, heal=heal)
+            mask_time += time.perf_counter() - t0
+        logits, passes = _prefill(session, start)
+        usage.cached_prompt_tokens = session.cached_tokens
+        usage.forward_passes += passes
+        go_on = True
+        if start:
+            usage.forced_tokens += len(start)
+            out += start
+            if steer is not None:
+                steer.after(index.decode_bytes(start), len(start))
+            if on_progress is not None:
+                on_progress(out)
+            if matcher is not None and matcher.is_terminated():
+                finish, go_on = "stop", False
+        while go_on and len(out) < max_tokens:
             logits = logits.float()
             feed = []
             preset: int | None = None  # a token already chosen (by the call probe)
@@ -276,12 +295,7 @@ def generate_turn(
                     matcher.apply_to_logits(logits)
                 except MatcherError as exc:  # dead state: cannot happen with a sound grammar
                     raise _rejected(index, out, str(exc)) from exc
-                if at_start:  # the turn's forced start, if any
-                    feed = forced_token_ids(
-                        matcher, index, tokenizer, max_tokens - len(out), heal=heal
-                    )
-                    at_start = False
-                if not feed and steer is not None:
+                if steer is not None:
                     opener = steer.steer(logits)
                     if opener == PROBE:
                         t_probe = time.perf_counter()
@@ -385,6 +399,18 @@ def generate_turn(
     text = index.decode_bytes(out).decode("utf-8", errors="replace")
     accepting = matcher is None or finish == "stop" or matcher.is_accepting()
     return TurnOutput(text, out, finish, accepting, usage, dropped=dropped)
+
+
+def _prefill(session: DecodeSession, start: list[int]) -> tuple[torch.Tensor, int]:
+    """The prompt and the turn's forced `start` run (logits after them, forward passes): in
+    one pass where the session can."""
+    if not start:
+        return session.prefill(), 1
+    both = getattr(session, "prefill_with", None)
+    if both is not None:
+        return cast("torch.Tensor", both(start)), 1
+    session.prefill()
+    return session.feed(start), 2
 
 
 @dataclass
