@@ -87,6 +87,22 @@ def engine_accepts(grammar: CompiledGrammar | str, text: str, index: ByteIndex =
     return m.is_accepting()
 
 
+def brute_force_mask(m: Matcher, index: Any) -> Any:
+    """Allowed iff the token's bytes keep some parse alive (sound when every reachable parser
+    state can still finish): the engine's mask without its vocabulary walks."""
+    import numpy as np
+
+    rt = m._rt
+    state = rt.initial if not m.tokens else m._history[-1]
+    out = np.zeros(m.vocab_size, dtype=bool)
+    for tid, data in enumerate(index.token_bytes):
+        if data and rt.feed(state, data):
+            out[tid] = True
+    if m.is_accepting():
+        out[list(index.eos_ids)] = True
+    return out
+
+
 def _error_keywords(schema: Any, data: Any) -> set[str]:
     """Keywords jsonschema blames for an invalid instance (including nested contexts)."""
     import jsonschema

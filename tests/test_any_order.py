@@ -22,7 +22,7 @@ from sdk.engine import CompiledGrammar, Matcher
 from sdk.engine.gbnf import to_gbnf
 from sdk.errors import GrammarError, SDKError
 from sdk.grammar import compile_schema
-from tests._oracle import ByteIndex, engine_accepts
+from tests._oracle import ByteIndex, brute_force_mask, engine_accepts
 
 INDEX = ByteIndex.of(
     ['{"', '":', ',"', '":1', '":1,"', '"p1":1', "}", "1}", ',"p2":', '"x":', ', "', " "]
@@ -31,19 +31,6 @@ INDEX = ByteIndex.of(
 
 def _accepts(grammar: CompiledGrammar, text: str) -> bool:
     return engine_accepts(grammar, text, INDEX)
-
-
-def _brute_force_mask(m: Matcher) -> np.ndarray:
-    """Allowed iff the token's bytes keep a parse alive (every reachable state can finish)."""
-    rt = m._rt
-    state = rt.initial if not m.tokens else m._history[-1]
-    out = np.zeros(m.vocab_size, dtype=bool)
-    for tid, data in enumerate(INDEX.token_bytes):
-        if data and rt.feed(state, data):
-            out[tid] = True
-    if m.is_accepting():
-        out[list(INDEX.eos_ids)] = True
-    return out
 
 
 def _schema(
@@ -166,7 +153,7 @@ def test_masks_over_a_tracked_member_set_are_exact(
     out = b""
     for _ in range(60):
         mask = m.mask()
-        assert (mask == _brute_force_mask(m)).all(), out
+        assert (mask == brute_force_mask(m, INDEX)).all(), out
         assert (mask == ref.mask()).all(), out
         allowed = np.nonzero(mask)[0].tolist()
         tid = rng.choice(allowed)

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from sdk.engine import CompiledGrammar, Matcher
 from sdk.engine._automata import compile_regex
 from sdk.errors import GrammarError, NoValidTokenError, RegexError, TokenRejectedError
+from tests import _oracle
 
 
 @dataclass(eq=False)
@@ -113,16 +114,7 @@ REGEXES = [
 
 
 def brute_force_mask(m: Matcher) -> np.ndarray:
-    """Allowed iff the token's bytes keep some parse alive (live states are completable)."""
-    rt = m._rt
-    state = rt.initial if not m.tokens else m._history[-1]
-    out = np.zeros(m.vocab_size, dtype=bool)
-    for tid, data in enumerate(INDEX.token_bytes):
-        if data and rt.feed(state, data):
-            out[tid] = True
-    if m.is_accepting():
-        out[list(INDEX.eos_ids)] = True
-    return out
+    return _oracle.brute_force_mask(m, INDEX)
 
 
 def random_walk(
