@@ -244,6 +244,15 @@ def test_a_member_rule_that_never_ends_is_never_offered() -> None:
     assert not m.is_allowed(INDEX.token_bytes.index(b"b"))
     with pytest.raises(GrammarError, match="empty"):
         CompiledGrammar.from_lark(_HAND_WRITTEN.replace("REQ", "[1]"))
+    # a comma that never ends: one member at most, and two required ones are impossible
+    no_comma = _HAND_WRITTEN.replace('comma: ","', 'comma: "," comma')
+    g = CompiledGrammar.from_lark(no_comma.replace("REQ", "[]"))
+    assert _accepts(g, '{"c":1}') and not _accepts(g, '{"c":1,"a":1}')
+    m = Matcher(g, INDEX)
+    m.advance_bytes(b'{"a":1')
+    assert not m.is_allowed(INDEX.token_bytes.index(b","))
+    with pytest.raises(GrammarError, match="empty"):
+        CompiledGrammar.from_lark(no_comma.replace("REQ", "[0, 2]"))
 
 
 @pytest.mark.parametrize(

@@ -149,7 +149,9 @@ class _Object:
                         if not need >> x & 1:
                             need |= 1 << x
                             changed = True
-        return need & ~seen & ~self.usable == 0
+        missing = need & ~seen
+        # each member still missing is one more item, after a comma
+        return missing & ~self.usable == 0 and (not missing or self.comma)
 
     def nexts(self, seen: int) -> list[int]:
         """Members that may come after `seen`."""
