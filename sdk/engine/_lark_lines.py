@@ -36,7 +36,6 @@ _TOKEN = re.compile(
     re.VERBOSE,
 )
 _BLANK = re.compile(r"[ \t]*")
-_END = ("", "", -1)
 
 
 class _Unsupported(Exception):
