@@ -24,7 +24,7 @@ positions; the ones built are cached, so memory follows the sets generations vis
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,17 +153,18 @@ class _Object:
         # each member still missing is one more item, after a comma
         return missing & ~self.usable == 0 and (not missing or self.comma)
 
-    def nexts(self, seen: int) -> list[int]:
-        """Members that may come after `seen`."""
-        n = len(self.spec.members)
-        return [
-            i
-            for i in range(n)
-            if not seen >> i & 1 and self.usable >> i & 1 and self.live(seen | 1 << i)
-        ]
+    def nexts(self, seen: int) -> Iterator[int]:
+        """Members that may come after `seen`, in order (lazily: callers often need one)."""
+        for i in range(len(self.spec.members)):
+            if not seen >> i & 1 and self.usable >> i & 1 and self.live(seen | 1 << i):
+                yield i
+
+    def goes_on(self, seen: int) -> bool:
+        """Some member may come after `seen`."""
+        return next(self.nexts(seen), None) is not None
 
     def productive(self) -> bool:
-        return bool(self.nexts(0)) or (self.extra and self.live(0))
+        return self.goes_on(0) or (self.extra and self.live(0))
 
 
 def productive(spec: Spec, productive: Sequence[bool]) -> bool:
@@ -211,7 +212,7 @@ class DynamicPositions:
             if obj.extra and spec.extra is not None and (kind == _B or obj.live(seen)):
                 calls.append((spec.extra, self.number(k, _A, seen)))
         elif kind == _A:
-            if obj.comma and (obj.nexts(seen) or obj.extra):
+            if obj.comma and (obj.extra or obj.goes_on(seen)):
                 calls.append((spec.comma, self.number(k, _B, seen)))
             if obj.done(seen):
                 if spec.tail is None:
