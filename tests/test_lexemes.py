@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from sdk.errors import SchemaError, UnsupportedSchemaError
+from sdk.grammar._ecma_regex import pattern_lengths
 from sdk.grammar._lexemes import (
     format_known,
     integer_multiple_of,
@@ -172,6 +173,49 @@ def test_length_and_pattern_intersect(s: str, lo: int, hi: int) -> None:
     in_dialect(regex)
     expected = lo <= len(s) <= hi and bool(re.search("^[a-z]|[0-9]", s))
     assert accepts(regex, s) == expected
+
+
+@pytest.mark.parametrize(("ecma", "py"), PATTERNS)
+@settings(max_examples=30, deadline=None)
+@given(s=TEXT, lo=st.integers(0, 5), span=st.one_of(st.none(), st.integers(0, 5)))
+@example(s="abc", lo=3, span=0)
+@example(s="ab", lo=3, span=None)
+@example(s="", lo=1, span=None)
+def test_pattern_and_lengths_intersect_exactly(
+    ecma: str, py: str, s: str, lo: int, span: int | None
+) -> None:
+    """Lengths the pattern implies are dropped (`pattern_lengths`), the others intersected:
+    either way the language is exactly both constraints."""
+    hi = None if span is None else lo + span
+    regex = string_regex(pattern=ecma, min_length=lo, max_length=hi)
+    in_dialect(regex)
+    expected = lo <= len(s) and (hi is None or len(s) <= hi) and bool(re.search(py, s))
+    assert accepts(regex, s) == expected, (ecma, s, lo, hi)
+
+
+@pytest.mark.parametrize(("ecma", "py"), PATTERNS)
+def test_pattern_lengths_bound_every_match(ecma: str, py: str) -> None:
+    lo, hi = pattern_lengths(ecma)
+    rnd = random.Random(ecma)
+    alphabet = "ab1c-_/.@xyz\n \u00e9\U0001f600"
+    for _ in range(3000):
+        s = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 8)))
+        if re.search(py, s):
+            assert lo <= len(s) and (hi is None or len(s) <= hi), (ecma, s, lo, hi)
+
+
+def test_implied_lengths_cost_no_lookahead() -> None:
+    """`minLength: 1` beside a pattern that needs a character, or a `maxLength` an anchored
+    pattern cannot reach, adds no intersection (a product automaton) to the grammar."""
+    plain = string_regex(pattern="^[a-z]{2,10}$")
+    assert string_regex(pattern="^[a-z]{2,10}$", min_length=2, max_length=10) == plain
+    assert string_regex(pattern="^[a-z]{2,10}$", min_length=1, max_length=64) == plain
+    assert string_regex(pattern="^(?:\\S+\\s+){0,9}\\S+$", min_length=1).count("(?=") == 0
+    assert string_regex(pattern="^[a-z]{2,10}$", min_length=3) != plain
+    assert string_regex(pattern="^[a-z]{2,10}$", max_length=9) != plain
+    assert string_regex(pattern="[a-z]{2,10}", max_length=64) != string_regex(pattern="[a-z]{2,10}")
+    assert pattern_lengths("^(a|bc)?$") == (0, 2)
+    assert pattern_lengths("^a|b$") == (1, None)  # a branch without `$` may go on
 
 
 def test_unconstrained_string_accepts_any_u_escape() -> None:

@@ -627,6 +627,56 @@ def tail(node: Node, *, search: bool, pointer: str, source: str) -> str:
     return "(?:" + "|".join(alts) + ")"
 
 
+def _lengths(node: Node) -> tuple[int, int | None]:
+    """Code points of the texts `node` matches: (fewest, most or None). Anchors and
+    lookaheads are zero-width (a lookahead only removes texts, so the bounds still hold)."""
+    if isinstance(node, Chars):
+        return 1, 1
+    if isinstance(node, Seq):
+        lo = 0
+        hi_or_none: int | None = 0
+        for it in node.items:
+            a, b = _lengths(it)
+            lo += a
+            hi_or_none = None if hi_or_none is None or b is None else hi_or_none + b
+        return lo, hi_or_none
+    if isinstance(node, Alt):
+        bounds = [_lengths(it) for it in node.items]
+        if not bounds:
+            return 0, 0
+        his = [b for _, b in bounds]
+        return min(a for a, _ in bounds), None if None in his else max(h or 0 for h in his)
+    if isinstance(node, Repeat):
+        a, b = _lengths(node.item)
+        if b == 0 or node.max == 0:
+            return 0, 0
+        return a * node.min, None if b is None or node.max is None else b * node.max
+    return 0, 0  # Anchor, Look
+
+
+def _anchored(node: Node) -> bool:
+    """Every top-level branch starts with `^` and ends with `$`: no search padding."""
+    if isinstance(node, Alt):
+        return bool(node.items) and all(_anchored(it) for it in node.items)
+    items = _flatten(node)
+    return (
+        len(items) >= 2
+        and isinstance(items[0], Anchor)
+        and not items[0].end
+        and isinstance(items[-1], Anchor)
+        and items[-1].end
+    )
+
+
+def pattern_lengths(pattern: str, pointer: str = "") -> tuple[int, int | None]:
+    """Bounds, in code points, on the length of every value in which `pattern` finds a match
+    (search semantics: an unanchored pattern has no upper bound). `minLength`/`maxLength`
+    that these already imply need no intersection of their own."""
+    node = parse(pattern, pointer)
+    lo, hi = _lengths(node)
+    return lo, hi if _anchored(node) else None
+
+
 def pattern_tail(pattern: str, pointer: str = "") -> str:
     """Tail regex (`content"`) for the values in which ECMA `pattern` finds a match."""
     return tail(parse(pattern, pointer), search=True, pointer=pointer, source=pattern)

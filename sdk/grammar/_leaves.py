@@ -41,14 +41,23 @@ class Leaves:
 
     def string(self, s: Str) -> str | None:
         """Regex for the strings `s` allows; None if there are none."""
+        pattern_tails: list[str] = []
+        enforced: list[str] = []
+        for pattern, ptr in s.patterns:
+            r = self._try(lex.string_regex, "pattern", ptr, pattern=pattern, pointer=ptr)
+            if r is not None:
+                pattern_tails.append(r)
+                enforced.append(pattern)
+        # lengths an enforced pattern already implies need no intersection of their own
+        lo, hi = lex.lengths_left(s.min_length, s.max_length, enforced)
         tails: list[str] = []
-        if s.min_length or s.max_length is not None:
+        if lo or hi is not None:
             r = self._try(
                 lex.string_regex,
                 "maxLength",
                 s.pointer,
-                min_length=s.min_length,
-                max_length=s.max_length,
+                min_length=lo,
+                max_length=hi,
                 pointer=s.pointer,
             )
             if r is not None:
@@ -59,10 +68,7 @@ class Leaves:
             r = self._try(lex.string_regex, "format", ptr, fmt=fmt, pointer=ptr)
             if r is not None:
                 tails.append(r)
-        for pattern, ptr in s.patterns:
-            r = self._try(lex.string_regex, "pattern", ptr, pattern=pattern, pointer=ptr)
-            if r is not None:
-                tails.append(r)
+        tails += pattern_tails
         if any(t == NEVER_REGEX for t in tails):
             return None
         main = tails.pop() if tails else STRING

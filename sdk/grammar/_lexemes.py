@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import SchemaError
-from ._ecma_regex import ANY_UNIT, NEVER, encode_literal, pattern_tail
+from ._ecma_regex import ANY_UNIT, NEVER, encode_literal, pattern_lengths, pattern_tail
 from ._formats import format_known, format_tail
 from ._numeric import integer_multiple_of, integer_regex, number_multiple_regex, number_regex
 
@@ -23,6 +23,7 @@ __all__ = [
     "format_known",
     "integer_multiple_of",
     "integer_regex",
+    "lengths_left",
     "number_multiple_regex",
     "number_regex",
     "string_excluding_regex",
@@ -77,6 +78,8 @@ def string_regex(
         return NEVER
     if pattern is None and fmt is None and min_length == 0 and max_length is None:
         return JSON_STRING
+    if pattern is not None:
+        min_length, max_length = lengths_left(min_length, max_length, [pattern])
     tails: list[str] = []
     if min_length > 0 or max_length is not None:
         tails.append(_length_tail(min_length, max_length))
@@ -85,6 +88,27 @@ def string_regex(
     if pattern is not None:
         tails.append(pattern_tail(pattern, pointer))
     return _combine(tails)
+
+
+def lengths_left(
+    min_length: int, max_length: int | None, patterns: Sequence[str]
+) -> tuple[int, int | None]:
+    """`minLength`/`maxLength` minus what the (enforced) `patterns` already imply: an implied
+    bound costs an intersection, a product automaton, for nothing (`minLength: 1` beside a
+    pattern that needs a character is common). A pattern that cannot be parsed implies
+    nothing here; its own lexeme reports it."""
+    for pattern in patterns:
+        if not min_length and max_length is None:
+            break
+        try:
+            lo, hi = pattern_lengths(pattern)
+        except SchemaError:
+            continue
+        if min_length <= lo:
+            min_length = 0
+        if max_length is not None and hi is not None and hi <= max_length:
+            max_length = None
+    return min_length, max_length
 
 
 def string_literal_regex(value: str) -> str:
