@@ -851,3 +851,67 @@ def test_one_line_reader_on_dev_schema_grammars() -> None:
             read += 1
             assert _same_tree(mine, _lark_statement(line)), line
     assert read > 0.95 * len(lines)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10**6))
+def test_walk_keys_name_a_state_by_its_language(seed: int) -> None:
+    """Wide states are keyed by their reachable sub-automaton up to renumbering (their walks
+    are shared across DFAs): a renumbered copy gets the same keys, and one changed target or
+    one changed acceptance anywhere reachable gives another key."""
+    from sdk.engine._dfa import Dfa
+    from sdk.engine._vocab import state_key
+
+    rnd = random.Random(seed)
+    dfa = compile_regex(r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4}){0,6}"')
+    assert isinstance(dfa, Dfa)
+    n = dfa.n_states
+    perm = np.arange(n)
+    perm[1:] = 1 + np.asarray(rnd.sample(range(n - 1), n - 1))
+    trans = np.zeros_like(dfa.trans)
+    trans[perm] = np.where(dfa.trans > 0, perm[dfa.trans], 0)
+    acc = np.zeros_like(dfa.accepting)
+    acc[perm] = dfa.accepting
+    copy = Dfa(trans, acc)
+    # wide states reaching few enough states (the others are keyed by DFA and number)
+    wide = [q for q in range(1, n) if isinstance(state_key(dfa, q), bytes)]
+    assert len(wide) >= 5
+    for q in wide:
+        assert state_key(dfa, q) == state_key(copy, int(perm[q]))
+    q = rnd.choice(wide)
+    live = np.flatnonzero(dfa.trans[q])
+    b = int(rnd.choice(live))
+    bent = Dfa(dfa.trans.copy(), dfa.accepting.copy())
+    bent.trans[q, b] = 0  # one byte fewer
+    assert state_key(bent, q) != state_key(dfa, q)
+    flipped = Dfa(dfa.trans.copy(), dfa.accepting.copy())
+    flipped.accepting[q] = not flipped.accepting[q]
+    assert state_key(flipped, q) != state_key(dfa, q)
+
+
+def test_a_terminals_lexer_rows_are_written_when_the_parse_first_expects_it() -> None:
+    """A grammar's big terminals cost nothing until the parse can reach them (a schema with
+    many long patterns visits a few): the first mask writes only the first terminals' rows,
+    and masks stay those of the brute force as the parse moves on to the others."""
+    grammar = CompiledGrammar.from_lark(
+        'start: "a" X | "b" Y\nX: /x{0,300}/\nY: /[a-z0-9]{1,300}y/\n'
+    )
+    index = _oracle.ByteIndex.of([])  # single bytes: no token reaches past one terminal
+    m = Matcher(grammar, index)
+    rt = m._rt
+    x, y = grammar.terminal_names.index("X"), grammar.terminal_names.index("Y")
+    n = len(index.token_bytes)
+    bits = np.zeros((n + 31) // 32, dtype=np.int32)
+
+    def exact() -> bool:
+        m.fill_bitmask(bits)
+        allowed = np.array([bool(bits[t >> 5] >> (t & 31) & 1) for t in range(n)])
+        return bool((allowed == _oracle.brute_force_mask(m, index)).all())
+
+    assert exact()
+    assert not rt._filled[x] and not rt._filled[y]
+    for text in ("b", "1", "2", "y"):
+        m.advance_bytes(text.encode())
+        assert exact(), text
+        assert rt._filled[y] and not rt._filled[x]
+    assert m.is_accepting()

@@ -61,7 +61,9 @@ class Runtime:
         self._n_static = len(grammar.positions)
         # global lexer states: one block per terminal, 0 = dead; only table terminals have
         # their rows here, lazy ones (numbered after them) get theirs as the parse reaches
-        # them (`_lazy_row`)
+        # them (`_lazy_row`). A table terminal's block is written when the parse first expects
+        # it (`starts`): a grammar with many big patterns pays for the ones it visits, and
+        # the first mask does not wait for a copy of every table.
         bases: list[int] = []
         total = 1
         for dfa in grammar.terminals:
@@ -70,26 +72,12 @@ class Runtime:
         self.term_base = bases
         trans = np.empty((total, 256), dtype=np.int32)
         trans[0] = 0
-        acc = np.zeros(total, dtype=bool)
-        lex_term = np.zeros(total, dtype=np.int64)
-        lex_local = np.zeros(total, dtype=np.int64)
-        for t, dfa in enumerate(grammar.terminals):
-            if not isinstance(dfa, Dfa):
-                continue
-            base = bases[t]
-            n = dfa.n_states - 1
-            local = dfa.trans[1:]
-            block = trans[base : base + n]  # local state q > 0 is global q + base - 1
-            np.add(local, base - 1, out=block, casting="unsafe")
-            block *= local != 0  # a tenth of np.where's time: a compile pays this per grammar
-            acc[base : base + n] = dfa.accepting[1:]
-            lex_term[base : base + n] = t
-            lex_local[base : base + n] = np.arange(1, n + 1)
-        self.lex_term: list[int] = lex_term.tolist()
-        self.lex_local: list[int] = lex_local.tolist()
+        self.lex_term: list[int] = [0] * total
+        self.lex_local: list[int] = [0] * total
         self._trans_table = trans
         self.trans = trans.reshape(-1).data  # a memoryview: indexes like array("i"), no copy
-        self.acc = acc.tolist()
+        self.acc: list[bool] = [False] * total
+        self._filled = bytearray(len(grammar.terminals))
         self.n_table = total  # lexer states below this come from table terminals
         self._lazy_bases: list[int] = []  # global number of each lazy terminal's state 0
         self._lazy_terms: list[int] = []
@@ -160,7 +148,29 @@ class Runtime:
 
     def starts(self, stack: Stack) -> list[Config]:
         shifts, _ = self.expand(stack)
+        filled = self._filled
+        for t in shifts:
+            if not filled[t]:
+                self._fill(t)
         return [(stack, self.term_base[t]) for t in shifts]
+
+    def _fill(self, t: int) -> None:
+        """Write table terminal `t`'s block of the global lexer (every lexer state of a
+        configuration starts at its terminal's first state, which `starts` hands out, so no
+        row is read before this). Idempotent: two threads may both write the same values, and
+        the flag is set only once the block is whole."""
+        dfa = self.terminals[t]
+        if isinstance(dfa, Dfa):
+            base = self.term_base[t]
+            n = dfa.n_states - 1
+            local = dfa.trans[1:]
+            block = self._trans_table[base : base + n]  # local state q > 0 is global q + base - 1
+            np.add(local, base - 1, out=block, casting="unsafe")
+            block *= local != 0  # a tenth of np.where's time
+            self.acc[base : base + n] = dfa.accepting[1:].tolist()
+            self.lex_term[base : base + n] = [t] * n
+            self.lex_local[base : base + n] = range(1, n + 1)
+        self._filled[t] = 1
 
     def completions(self, stack: Stack, lex: int) -> tuple[Config, ...]:
         """Configurations right after the lexeme of `lex` ends (its terminal shifted)."""

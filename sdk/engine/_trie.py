@@ -676,9 +676,14 @@ def pack_rows(ids: np.ndarray, rows: np.ndarray, packed_len: int) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True)
-def canonical_order(trans: np.ndarray, start: int, limit: int) -> np.ndarray:  # pragma: no cover
-    """The states reachable from `start`, numbered breadth first with successors taken in byte
-    order (isomorphic sub-automata get the same numbering); empty if more than `limit`."""
+def canonical_form(
+    trans: np.ndarray, acc: np.ndarray, start: int, limit: int
+) -> np.ndarray:  # pragma: no cover - compiled
+    """The sub-automaton reachable from `start` as int32s, equal exactly for isomorphic ones
+    (empty if it has more than `limit` states): states numbered breadth first with successors
+    in byte order, each written as a header (-1, or -2 if it accepts) and then its rows' runs
+    as (first byte, target number, 0 for dead). Runs, not rows: a string body's row is a
+    handful of runs, and hashing 256 targets a state cost more than the walk it names."""
     number = np.full(trans.shape[0], -1, np.int64)
     order = np.empty(limit, np.int64)
     order[0] = start
@@ -691,9 +696,23 @@ def canonical_order(trans: np.ndarray, start: int, limit: int) -> np.ndarray:  #
             v = row[b]
             if v != 0 and number[v] < 0:
                 if n >= limit:
-                    return order[:0]
+                    return np.empty(0, np.int32)
                 number[v] = n
                 order[n] = v
                 n += 1
         i += 1
-    return order[:n]
+    out = np.empty(n * (1 + 2 * 256), np.int32)
+    k = 0
+    for i in range(n):
+        row = trans[order[i]]
+        out[k] = -2 if acc[order[i]] else -1
+        k += 1
+        prev = -1
+        for b in range(256):
+            v = row[b]
+            if v != prev:
+                out[k] = b
+                out[k + 1] = number[v] + 1 if v != 0 else 0
+                k += 2
+                prev = v
+    return out[:k]

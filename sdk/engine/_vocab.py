@@ -230,13 +230,9 @@ def state_key(dfa: au.Dfa, state: int) -> Any:
     if got is None:
         got = (dfa.serial, state)
         if int(np.count_nonzero(dfa.trans[state])) >= WIDE_STATE_BYTES:
-            order = _trie.canonical_order(dfa.trans, state, SIGNATURE_MAX_STATES)
-            if len(order):
-                lut = np.zeros(dfa.n_states, dtype=np.int32)
-                lut[order] = np.arange(1, len(order) + 1, dtype=np.int32)
-                h = hashlib.blake2b(lut[dfa.trans[order]].tobytes(), digest_size=20)
-                h.update(dfa.accepting[order].tobytes())
-                got = h.digest()
+            form = _trie.canonical_form(dfa.trans, dfa.accepting, state, SIGNATURE_MAX_STATES)
+            if len(form):
+                got = hashlib.blake2b(form.tobytes(), digest_size=20).digest()
         keys[state] = got
     return got
 
