@@ -230,8 +230,10 @@ def _counted_repeat(node: rx.Repeat) -> AnyDfa | None:
     assert node.max is not None
     lo, hi = node.min, node.max
     x = compile_node(node.item)
-    if not isinstance(x, Dfa) or not _countable(x):
+    if not isinstance(x, Dfa):
         return None
+    if not _countable(x):
+        return None if x.nullable or hi < 1 else _counted_sets(x, lo, hi)
     width = item_width(x)
     if hi * width + 2 > LAZY_MIN_STATES:
         return counted(x, lo, hi)
@@ -247,6 +249,90 @@ def _counted_repeat(node: rx.Repeat) -> AnyDfa | None:
         accepting[1 + k * width] = lo <= k
     accepting[1 + hi * width] = True  # lo <= hi
     return Dfa(trans, accepting)
+
+
+#: Counted repeats of an item that is not prefix-free are built by `_counted_sets` up to this
+#: many states (bigger ones go through the NFA and its budgets), and minimised up to the second.
+COUNTED_SETS_MAX_STATES = 50_000
+COUNTED_SETS_MINIMIZE = 1024
+
+_Shape = tuple[tuple[int, int], ...]
+
+
+def _counted_sets(x: Dfa, lo: int, hi: int) -> Dfa | None:
+    """X{lo,hi} (1 <= hi) for a non-nullable X that is not prefix-free (`(?:\\S+\\s+){0,199}`:
+    where a word may go on, the next may start): the subset construction over pairs (items
+    done before the current one, X-state). A subset is written as its smallest count and the
+    shape of its pairs relative to it. A shape's moves depend on the count only near `hi`
+    (no item starts past it), so they are computed once per shape and reused at every count:
+    the Thompson NFA has `hi` copies of X, and its subsets cost a Python step per copy.
+    Every state can finish (X is trimmed, and below `hi` another item may always start)."""
+    reps, classes = byte_classes(x.trans)
+    xt: list[list[int]] = x.trans[:, reps].tolist()
+    acc: list[bool] = x.accepting.tolist()
+    first = xt[1]
+    n_cls = len(reps)
+    # per (shape, room): the distinct successors (count offset, shape) and, per byte class,
+    # which of them it leads to (0: dead); a state's row is then a few lookups and one take
+    memo: dict[tuple[_Shape, int], tuple[list[tuple[int, _Shape]], np.ndarray]] = {}
+
+    def moves(shape: _Shape, room: int) -> tuple[list[tuple[int, _Shape]], np.ndarray]:
+        # room = hi - (smallest count): an item may start after offset dk iff dk + 1 < room
+        key = (shape, room if room <= shape[-1][0] + 1 else -1)
+        got = memo.get(key)
+        if got is None:
+            succ: dict[tuple[int, _Shape], int] = {}
+            pick = np.zeros(n_cls, dtype=np.int64)
+            for c in range(n_cls):
+                pairs: set[tuple[int, int]] = set()
+                for dk, q in shape:
+                    t = xt[q][c]
+                    if t:
+                        pairs.add((dk, t))
+                    if acc[q] and dk + 1 < room and first[c]:
+                        pairs.add((dk + 1, first[c]))
+                if pairs:
+                    d0 = min(dk for dk, _ in pairs)
+                    to = (d0, tuple(sorted((dk - d0, q) for dk, q in pairs)))
+                    pick[c] = succ.setdefault(to, len(succ) + 1)
+            got = memo[key] = (list(succ), pick)
+        return got
+
+    ids: dict[tuple[int, _Shape], int] = {}
+    todo: list[tuple[int, _Shape]] = []
+    start = np.zeros(n_cls, dtype=np.int64)
+    for c in range(n_cls):  # the start: nothing read, no item begun
+        if first[c]:
+            key: tuple[int, _Shape] = (0, ((0, first[c]),))
+            j = ids.get(key)
+            if j is None:
+                j = ids[key] = 2 + len(todo)
+                todo.append(key)
+            start[c] = j
+    rows: list[np.ndarray] = [np.zeros(n_cls, dtype=np.int64), start]  # dead, start
+    accepting = [False, lo == 0]
+    i = 0
+    while i < len(todo):
+        k0, shape = todo[i]
+        i += 1
+        succ, pick = moves(shape, hi - k0)
+        resolved = [0]
+        for delta, nxt in succ:
+            key = (k0 + delta, nxt)
+            j = ids.get(key)
+            if j is None:
+                j = ids[key] = 2 + len(todo)
+                if j >= COUNTED_SETS_MAX_STATES:
+                    return None
+                todo.append(key)
+            resolved.append(j)
+        rows.append(np.asarray(resolved, dtype=np.int64)[pick])
+        accepting.append(any(acc[q] and lo <= k0 + dk + 1 for dk, q in shape))
+    trans = np.stack(rows).astype(np.int32)[:, classes]
+    dfa = Dfa(np.ascontiguousarray(trans), np.asarray(accepting, dtype=bool))
+    # Word counts come out minimal; small results are minimised anyway (`(?:a+){1,3}` is
+    # `a+`), big ones are left as built: minimising them cost more than building them.
+    return minimize(dfa) if dfa.n_states <= COUNTED_SETS_MINIMIZE else dfa
 
 
 def _segments(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
