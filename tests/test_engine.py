@@ -978,3 +978,21 @@ def test_a_long_word_count_compiles_without_copying_the_item_per_count() -> None
     assert dfa.matches(words.strip().encode())
     assert not dfa.matches(("w " * 500 + "w").encode())
     assert dfa.matches(("w " * 499 + "w").encode())
+
+
+def test_a_counted_repeat_whose_subsets_keep_many_pairs_is_left_to_the_nfa_budgets() -> None:
+    """`(?:[^\\x00-\\x7f]{2,30}|\\d{3,}){2,20}`: each subset holds many (count, state) pairs;
+    the count-by-count construction gives up within its work cap (the NFA path then refuses
+    it with a typed error, `test_hardening_schemas`), instead of running for minutes."""
+    import time
+
+    from sdk.engine import _automata as au
+    from sdk.engine import _regex as rx
+
+    node = rx.parse(r"(?:[^\x00-\x7f]{2,30}|\d{3,}){2,20}")
+    assert isinstance(node, rx.Repeat) and node.max is not None
+    x = au.compile_node(node.item)
+    assert isinstance(x, au.Dfa)
+    t = time.process_time()
+    assert au._counted_sets(x, node.min, node.max) is None
+    assert time.process_time() - t < 5.0

@@ -255,6 +255,9 @@ def _counted_repeat(node: rx.Repeat) -> AnyDfa | None:
 #: many states (bigger ones go through the NFA and its budgets), and minimised up to the second.
 COUNTED_SETS_MAX_STATES = 50_000
 COUNTED_SETS_MINIMIZE = 1024
+#: ...and within this much work (pairs looked at): a repeat whose subsets keep many pairs
+#: (`(?:[^\x00-\x7f]{2,30}|\d{3,}){2,20}`) is left to the NFA path and its budgets.
+COUNTED_SETS_MAX_WORK = 1_000_000
 
 _Shape = tuple[tuple[int, int], ...]
 
@@ -275,12 +278,15 @@ def _counted_sets(x: Dfa, lo: int, hi: int) -> Dfa | None:
     # per (shape, room): the distinct successors (count offset, shape) and, per byte class,
     # which of them it leads to (0: dead); a state's row is then a few lookups and one take
     memo: dict[tuple[_Shape, int], tuple[list[tuple[int, _Shape]], np.ndarray]] = {}
+    work = 0
 
     def moves(shape: _Shape, room: int) -> tuple[list[tuple[int, _Shape]], np.ndarray]:
         # room = hi - (smallest count): an item may start after offset dk iff dk + 1 < room
+        nonlocal work
         key = (shape, room if room <= shape[-1][0] + 1 else -1)
         got = memo.get(key)
         if got is None:
+            work += n_cls * len(shape)
             succ: dict[tuple[int, _Shape], int] = {}
             pick = np.zeros(n_cls, dtype=np.int64)
             for c in range(n_cls):
@@ -316,6 +322,9 @@ def _counted_sets(x: Dfa, lo: int, hi: int) -> Dfa | None:
         k0, shape = todo[i]
         i += 1
         succ, pick = moves(shape, hi - k0)
+        work += len(succ) + 1
+        if work > COUNTED_SETS_MAX_WORK:
+            return None
         resolved = [0]
         for delta, nxt in succ:
             key = (k0 + delta, nxt)
