@@ -5,6 +5,7 @@ forced runs, rollbacks, truncation, failures and cancellation; rows are freed wh
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import threading
 import time
@@ -16,8 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sdk import Agent, tool
+from sdk.backends import _openmp
 from sdk.backends._batching import batchable
-from sdk.backends.transformers import TransformersModel
+from sdk.backends.transformers import TransformersModel, _cores
 from sdk.decoding.generate import SamplingConfig, TurnCancelled, TurnRequest, generate_turn
 from sdk.engine import CompiledGrammar, Matcher
 from sdk.messages import Message
@@ -352,3 +354,89 @@ def test_the_forced_start_goes_in_with_the_prompt(tiny: tuple[Any, Any], max_bat
     assert backend.index.decode_bytes(joined.token_ids).startswith(b'{"answer":"')
     assert joined.usage.forward_passes == apart.usage.forward_passes - 1
     assert joined.usage.forced_tokens == apart.usage.forced_tokens > 0
+
+
+# ---------------------------------------------------------------- OpenMP thread pools
+
+
+def _os_threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+def _settles_at(most: int, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while _os_threads() > most:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _in_thread(fn: Any) -> Any:
+    """`fn()` in a fresh thread (a fresh OpenMP pool of its own), re-raising what it raised."""
+    got: list[Any] = []
+
+    def work() -> None:
+        try:
+            got.append(fn())
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
+            got.append(exc)
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join(timeout=120)
+    if isinstance(got[0], BaseException):
+        raise got[0]
+    return got[0]
+
+
+_needs_gomp = pytest.mark.skipif(
+    not os.path.isdir("/proc/self/task") or not _openmp._pause_functions() or _cores() < 2,
+    reason="libgomp's pools (Linux, torch's wheels) on 2 or more cores",
+)
+
+
+@_needs_gomp
+def test_release_pool_frees_the_workers_a_parallel_region_left() -> None:
+    """libgomp keeps a thread's pool after a parallel region; handing it back ends its worker
+    (pools that outnumber the cores make every pool sleep between regions: `_openmp`)."""
+
+    def work() -> tuple[int, int, bool]:
+        before = _os_threads()
+        torch.set_num_threads(2)
+        torch.ones(4_000_000).add_(1).sum()  # parallel regions: workers join this thread
+        with_pool = _os_threads()
+        assert _openmp.release_pool()
+        return before, with_pool, _settles_at(with_pool - 1)
+
+    before, with_pool, released = _in_thread(work)
+    assert with_pool > before
+    assert released
+
+
+@_needs_gomp
+def test_turn_threads_leave_no_pool_behind(tiny: tuple[Any, Any]) -> None:
+    """A batched turn masks its row on one thread and gives its count back; a turn run alone
+    (its prefill on every core) hands the pool it made back when it closes."""
+    request = TurnRequest(messages=[Message.user("a question of a few words")], tools=[])
+
+    def batched_turn() -> tuple[int, int]:
+        torch.set_num_threads(2)
+        session = TransformersModel(*tiny, max_batch=2).begin_turn(request)
+        during = torch.get_num_threads()
+        session.prefill()
+        session.close()
+        return during, torch.get_num_threads()
+
+    assert _in_thread(batched_turn) == (1, 2)
+
+    def turn_alone() -> bool:
+        torch.set_num_threads(1)  # no pool before the turn
+        backend = TransformersModel(*tiny, max_batch=1)
+        before = _os_threads()
+        session = backend.begin_turn(request)
+        session.prefill()  # over 4 tokens: every core, a pool in this thread
+        session.close()
+        return _settles_at(before)
+
+    assert _in_thread(turn_alone)

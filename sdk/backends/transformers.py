@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from sdk._memo import per_object
 from sdk.backends._batching import BatchScheduler, batchable
+from sdk.backends._openmp import one_thread, release_pool, restore_threads
 from sdk.decoding.call_style import CallStyle
 from sdk.decoding.formats import CallFormat
 from sdk.decoding.generate import TurnRequest
@@ -303,6 +304,12 @@ class TransformersModel:
         self._keep_kw = next(
             (k for k in ("logits_to_keep", "num_logits_to_keep") if k in params), None
         )
+        if self._on_cpu():  # loading and packing ran parallel regions here (`_openmp`)
+            release_pool()
+
+    def _on_cpu(self) -> bool:
+        device = getattr(self.model, "device", None)
+        return device is None or getattr(device, "type", "cpu") == "cpu"
 
     @classmethod
     def from_pretrained(
@@ -342,7 +349,7 @@ class TransformersModel:
         except BaseException:
             scheduler.close(row)
             raise
-        return _BatchedSession(scheduler, row)
+        return _BatchedSession(scheduler, row, self._on_cpu())
 
     @property
     def scheduler(self) -> BatchScheduler | None:
@@ -384,8 +391,7 @@ class TransformersModel:
         `_default_threads()`."""
         import torch
 
-        device = getattr(self.model, "device", None)
-        if device is not None and getattr(device, "type", "cpu") != "cpu":
+        if not self._on_cpu():
             yield
             return
         old = torch.get_num_threads()
@@ -495,15 +501,20 @@ class _HFSession:
             self.owner._last = (self._ids, self._cache)
         stack, self._threads = self._threads, None
         stack.close()
+        if self.owner._on_cpu():  # the prefill's pool would slow other threads' passes
+            release_pool()
 
 
 class _BatchedSession:
     """A turn as one row of the model's batch (see `sdk.backends._batching`)."""
 
-    def __init__(self, scheduler: BatchScheduler, row: Any) -> None:
+    def __init__(self, scheduler: BatchScheduler, row: Any, cpu: bool = True) -> None:
         self._scheduler = scheduler
         self.prompt_ids = row.prompt
         self._row = row
+        # The turn's thread only masks and samples its row; the passes run in the scheduler's
+        # thread, which must be the one with an OpenMP pool (`sdk.backends._openmp`).
+        self._threads = one_thread() if cpu else 0
 
     @property
     def cached_tokens(self) -> int:
@@ -524,6 +535,9 @@ class _BatchedSession:
 
     def close(self) -> None:
         self._scheduler.close(self._row)
+        if self._threads:
+            restore_threads(self._threads)
+            self._threads = 0
 
 
 def coerce_model(model: Any) -> Any:
