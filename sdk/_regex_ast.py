@@ -70,6 +70,24 @@ class Chars:
     ranges: Ranges
 
 
+_SHARED: dict[Ranges, Chars] = {}
+_SHARED_MAX = 1 << 14
+
+
+def chars(ranges: Ranges) -> Chars:
+    """The `Chars` node of `ranges`, one object per set. Parsed patterns and literals spell
+    most characters one node each, and the regex and terminal caches keep those trees: on the
+    dev MaskBench run they were half of the objects the caches kept. Every kept object is one
+    more for the cyclic collector to walk and promote, and full collections (~200 ms with torch
+    loaded) landed in the tail of the time between masks."""
+    node = _SHARED.get(ranges)
+    if node is None:
+        if len(_SHARED) >= _SHARED_MAX:
+            _SHARED.clear()
+        node = _SHARED[ranges] = Chars(ranges)
+    return node
+
+
 @dataclass(frozen=True, slots=True)
 class Seq:
     items: tuple[Node, ...]

@@ -218,6 +218,26 @@ def test_implied_lengths_cost_no_lookahead() -> None:
     assert pattern_lengths("^a|b$") == (1, None)  # a branch without `$` may go on
 
 
+def test_parsed_patterns_share_their_character_nodes() -> None:
+    """A character set is one node wherever it is spelled: the caches keep parsed trees, and
+    a node per character made every kept pattern hundreds of objects for the collector."""
+    from sdk._regex_ast import Chars, Seq
+    from sdk.engine._regex import parse
+    from sdk.grammar._ecma_regex import parse as parse_ecma
+
+    def leaves(node: object) -> list[Chars]:
+        if isinstance(node, Chars):
+            return [node]
+        items = node.items if isinstance(node, Seq) else ()
+        return [leaf for item in items for leaf in leaves(item)]
+
+    ours = leaves(parse("ab[0-9]ab[0-9]"))
+    assert [leaf.ranges for leaf in ours] == [((97, 97),), ((98, 98),), ((48, 57),)] * 2
+    assert all(a is b for a, b in zip(ours[:3], ours[3:], strict=True))
+    ecma = leaves(parse_ecma("ab[0-9]"))
+    assert all(a is b for a, b in zip(ours[:3], ecma, strict=True))
+
+
 def test_unconstrained_string_accepts_any_u_escape() -> None:
     regex = string_regex()
     in_dialect(regex)

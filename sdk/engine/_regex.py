@@ -16,6 +16,7 @@ from .._regex_ast import (
     Ranges,
     Repeat,
     Seq,
+    chars,
     negate,
     normalize,
 )
@@ -47,9 +48,9 @@ def literal(text: str, *, ignore_case: bool = False) -> Node:
     items: list[Node] = []
     for ch in text:
         if ignore_case:
-            items.append(Chars(_case_fold(((ord(ch), ord(ch)),))))
+            items.append(chars(_case_fold(((ord(ch), ord(ch)),))))
         else:
-            items.append(Chars(((ord(ch), ord(ch)),)))
+            items.append(chars(((ord(ch), ord(ch)),)))
     return items[0] if len(items) == 1 else Seq(tuple(items))
 
 
@@ -206,10 +207,10 @@ class _Parser:
         if c == "(":
             return self.group()
         if c == "[":
-            return Chars(self.char_class())
+            return chars(self.char_class())
         if c == ".":
             self.i += 1
-            return Chars(ANY_BUT_NEWLINE)
+            return chars(ANY_BUT_NEWLINE)
         if c == "\\":
             return self.escape(in_class=False)
         if c in "*+?":
@@ -228,8 +229,8 @@ class _Parser:
 
     def char(self, cp: int) -> Node:
         if self.ignore_case:
-            return Chars(_case_fold(((cp, cp),)))
-        return Chars(((cp, cp),))
+            return chars(_case_fold(((cp, cp),)))
+        return chars(((cp, cp),))
 
     def group(self) -> Node:
         self.i += 1
@@ -313,7 +314,7 @@ class _Parser:
         c = self.s[self.i]
         self.i += 1
         if c in "dwsDWS":
-            return Chars(_class_escape(c))
+            return chars(_class_escape(c))
         nxt = self.peek()
         if c in _SIMPLE_ESCAPES and not (c == "0" and nxt is not None and nxt in "01234567"):
             return self.char(ord(_SIMPLE_ESCAPES[c]))

@@ -188,7 +188,7 @@ class _Builder:
             hi = literal_pattern(ch[1]).value
             if len(lo) != 1 or len(hi) != 1 or lo > hi:
                 raise GrammarError(f"bad range {ch[0]}..{ch[1]}")
-            return rx.Chars(((ord(lo), ord(hi)),))
+            return rx.chars(((ord(lo), ord(hi)),))
         if data == "expr":
             return self.repeat(self.term_ast(ch[0], depth + 1), ch[1:])
         if data == "maybe":

@@ -35,6 +35,7 @@ from .._regex_ast import (
     Ranges,
     Repeat,
     Seq,
+    chars,
     contains,
     intersect,
     minus,
@@ -307,10 +308,10 @@ class _Parser:
         if c == "(":
             return self.group()
         if c == "[":
-            return Chars(self.char_class())
+            return chars(self.char_class())
         if c == ".":
             self.i += 1
-            return Chars(DOT)
+            return chars(DOT)
         if c == "^":
             self.i += 1
             return Anchor(False)
@@ -324,7 +325,7 @@ class _Parser:
         if c == "\\":
             return self.escape(in_class=False)
         self.i += 1
-        return Chars(((ord(c), ord(c)),))
+        return chars(((ord(c), ord(c)),))
 
     def group(self) -> Node:
         s = self.s
@@ -413,7 +414,7 @@ class _Parser:
             raise self.bad("trailing backslash")
         self.i += 1
         if c in _CLASS_ESC:
-            return Chars(_CLASS_ESC[c])
+            return chars(_CLASS_ESC[c])
         if c in _CHAR_ESC:
             return _char(_CHAR_ESC[c])
         if c == "b":
@@ -475,7 +476,7 @@ class _Parser:
 
 
 def _char(cp: int) -> Chars:
-    return Chars(((cp, cp),))
+    return chars(((cp, cp),))
 
 
 def parse(pattern: str, pointer: str = "") -> Node:
