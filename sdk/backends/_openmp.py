@@ -11,8 +11,7 @@ pools on 2 cores: a batched 8-row decode step of SmolLM2 took 75-85 ms instead o
 
 So a thread done with heavy torch work hands its pool back (`release_pool`), and a thread that
 only touches one row's tensors runs them on one thread (`one_thread`), which needs no pool.
-Other OpenMP runtimes (Intel's, LLVM's) do not throttle like this and are left alone: LLVM's
-pause is process-wide.
+Other OpenMP runtimes (Intel's, LLVM's) are left alone: their pause acts on the whole process.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-from collections.abc import Callable
 
 __all__ = ["one_thread", "release_pool", "restore_threads"]
 
@@ -28,9 +26,9 @@ _PAUSE_SOFT = 1  # omp_pause_soft: free the threads, keep what is cheap to keep
 
 
 @functools.cache
-def _pause_functions() -> tuple[Callable[[int], int], ...]:
-    """`omp_pause_resource_all` of every libgomp this process has loaded (none is loaded here:
-    RTLD_NOLOAD). Looked up once torch is imported, which is when it is called."""
+def _libgomp() -> tuple[ctypes.CDLL, ...]:
+    """Every libgomp this process has loaded (none is loaded here: RTLD_NOLOAD), looked up
+    once torch is imported, which is when the functions below are called."""
     try:
         with open("/proc/self/maps") as f:
             paths = {line.split(None, 5)[-1].strip() for line in f if "libgomp" in line}
@@ -40,12 +38,13 @@ def _pause_functions() -> tuple[Callable[[int], int], ...]:
     for path in sorted(p for p in paths if os.path.basename(p).startswith("libgomp")):
         try:
             lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD)
-            fn = lib.omp_pause_resource_all
+            lib.omp_pause_resource_all.argtypes = [ctypes.c_int]
+            lib.omp_pause_resource_all.restype = ctypes.c_int
+            lib.omp_set_num_threads.argtypes = [ctypes.c_int]
+            lib.omp_get_max_threads.restype = ctypes.c_int
         except (OSError, AttributeError):  # gone, or an OpenMP before 5.0
             continue
-        fn.argtypes = [ctypes.c_int]
-        fn.restype = ctypes.c_int
-        found.append(fn)
+        found.append(lib)
     return tuple(found)
 
 
@@ -53,24 +52,30 @@ def release_pool() -> bool:
     """Free the calling thread's OpenMP worker threads, if it has any (libgomp frees only this
     thread's pool; a later parallel region in this thread makes a new one). False where no
     libgomp is loaded."""
-    return any(fn(_PAUSE_SOFT) == 0 for fn in _pause_functions())
+    return any(lib.omp_pause_resource_all(_PAUSE_SOFT) == 0 for lib in _libgomp())
 
 
 def one_thread() -> int:
-    """Run this thread's torch work on one thread (no pool: nothing to spin or throttle); the
-    count to give `restore_threads` afterwards."""
+    """Run this thread's torch work on one thread (no parallel region, so no pool) and free
+    the pool it has; the count to give `restore_threads` afterwards, 0 if nothing changed.
+
+    Only this thread's OpenMP setting changes: `torch.set_num_threads` would also change the
+    count that threads starting meanwhile (the batching thread, threads of your own) take."""
     import torch
 
-    old = torch.get_num_threads()
+    libs = _libgomp()
+    if not libs:
+        return 0
+    old = torch.get_num_threads()  # torch sets a new thread's count on its first call
     if old > 1:
-        torch.set_num_threads(1)
+        for lib in libs:
+            lib.omp_set_num_threads(1)
     release_pool()
-    return old
+    return old if old > 1 else 0
 
 
 def restore_threads(old: int) -> None:
     """Undo `one_thread` in the same thread."""
-    import torch
-
-    if old > 1 and torch.get_num_threads() != old:
-        torch.set_num_threads(old)
+    if old > 1:
+        for lib in _libgomp():
+            lib.omp_set_num_threads(old)
