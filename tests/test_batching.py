@@ -415,9 +415,11 @@ def test_release_pool_frees_the_workers_a_parallel_region_left() -> None:
 
 
 @_needs_gomp
-def test_turn_threads_leave_no_pool_behind(tiny: tuple[Any, Any]) -> None:
+def test_turn_threads_leave_no_pool_behind(
+    tiny: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A batched turn masks its row on one thread and gives its count back; a turn run alone
-    (its prefill on every core) hands the pool it made back when it closes."""
+    (its prefill on every core) hands the pool it made back when it closes, in its thread."""
     request = TurnRequest(messages=[Message.user("a question of a few words")], tools=[])
 
     def batched_turn() -> tuple[int, int, int]:
@@ -431,13 +433,16 @@ def test_turn_threads_leave_no_pool_behind(tiny: tuple[Any, Any]) -> None:
 
     assert _in_thread(batched_turn) == (1, 2, 2)
 
-    def turn_alone() -> bool:
-        torch.set_num_threads(1)  # no pool before the turn
-        backend = TransformersModel(*tiny, max_batch=1)
-        before = _os_threads()
-        session = backend.begin_turn(request)
-        session.prefill()  # over 4 tokens: every core, a pool in this thread
-        session.close()
-        return _settles_at(before)
+    released: list[int] = []
+    monkeypatch.setattr(
+        "sdk.backends.transformers.release_pool", lambda: released.append(threading.get_ident())
+    )
 
-    assert _in_thread(turn_alone)
+    def turn_alone() -> tuple[int, int, bool]:
+        session = TransformersModel(*tiny, max_batch=1).begin_turn(request)
+        session.prefill()  # over 4 tokens: every core, a pool in this thread
+        before = len(released)
+        session.close()
+        return before, len(released), released[-1] == threading.get_ident()
+
+    assert _in_thread(turn_alone) == (1, 2, True)  # the model's loader, then the turn

@@ -41,7 +41,6 @@ def _libgomp() -> tuple[ctypes.CDLL, ...]:
             lib.omp_pause_resource_all.argtypes = [ctypes.c_int]
             lib.omp_pause_resource_all.restype = ctypes.c_int
             lib.omp_set_num_threads.argtypes = [ctypes.c_int]
-            lib.omp_get_max_threads.restype = ctypes.c_int
         except (OSError, AttributeError):  # gone, or an OpenMP before 5.0
             continue
         found.append(lib)
