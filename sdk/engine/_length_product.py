@@ -52,7 +52,8 @@ class LengthProduct(LazyDfa):
         super().__init__()
         self.w = item_width(x)
         self.live_x, self.target, self.inc = item_moves(x)
-        self.rt = rest.trans.astype(np.int64)
+        self.rt = rest.trans  # int32, shared with `rest`: an int64 copy doubled the biggest
+        # table of a compile (54 MB for a 26k-state continuation)
         self.racc = rest.accepting
         self.nr = nr = rest.n_states - 1
         self.u, self.v, self.lo, self.hi = u, v, lo, hi
@@ -107,7 +108,7 @@ class LengthProduct(LazyDfa):
             out[in_v] = self._v_step(j0 + 1, r0 + 1, bs[in_v])
         in_r = qs >= self.rb
         if in_r.any():
-            t = self.rt[qs[in_r] - self.rb + 1, bs[in_r]]
+            t = self.rt[qs[in_r] - self.rb + 1, bs[in_r]].astype(np.int64)
             out[in_r] = np.where(t != 0, t + self.rb - 1, 0)
         return out
 
@@ -115,7 +116,7 @@ class LengthProduct(LazyDfa):
         kc, r0 = np.divmod(local, self.nr)
         k, c = np.divmod(kc, self.w)
         r = r0 + 1
-        r2 = self.rt[r, bs]
+        r2 = self.rt[r, bs].astype(np.int64)
         k2 = k + self.inc[c, bs]
         c2 = self.target[c, bs]
         ok = self.live_x[c, bs] & (r2 != 0) & (k2 <= self.hi)
@@ -136,7 +137,7 @@ class LengthProduct(LazyDfa):
         return np.where(ok, np.where(done, self.rb + r - 1, self.vb + (j - 1) * self.nr + r - 1), 0)
 
     def _v_step(self, j: np.ndarray, r: np.ndarray, bs: np.ndarray) -> np.ndarray:
-        r2 = np.where(bs == self.v_arr[j], self.rt[r, bs], 0)
+        r2 = np.where(bs == self.v_arr[j], self.rt[r, bs].astype(np.int64), 0)
         return self._after_v(j + 1, r2)
 
     def acc(self, qs: np.ndarray) -> np.ndarray:
@@ -193,7 +194,7 @@ def _levels(p: LengthProduct, hi: int, reps: np.ndarray) -> _Levels:
     class that neither the item nor the pattern tells apart."""
     w, nr = p.w, p.nr
     n_pairs = w * nr
-    rt = p.rt[1:][:, reps]  # [nr, classes]
+    rt = p.rt[1:][:, reps].astype(np.int64)  # [nr, classes]
     cl, ct, ci = p.live_x[:, reps], p.target[:, reps], p.inc[:, reps]  # [w, classes]
     ptr1, src1, ptr0, src0 = _edges_by_target(cl, ct, ci.astype(np.bool_), rt)
     finish = np.zeros(n_pairs, dtype=bool)
