@@ -17,6 +17,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 from lark import Token, Tree
@@ -31,7 +32,7 @@ from sdk._lark_literals import literal_pattern
 
 from .._cache import BoundedCache
 from ..errors import GrammarError, RegexError, SDKError, TooComplexError
-from . import _any_order
+from . import _any_order, _rule_shapes
 from . import _automata as au
 from . import _regex as rx
 from ._gc_pause import gc_paused
@@ -289,7 +290,8 @@ class _Builder:
             nfa = _SymNfa()
             s = nfa.state()
             e = self.rule_nfa(nfa, self.rule_trees[rid], name, s)
-            rule_dfas.append(_minimize_symbols(_determinize_symbols(nfa, s, e)))
+            trans, final = _rule_shapes.rule_dfa(nfa, s, e, partial(_rule_dfa, nfa, s, e))
+            rule_dfas.append(_SymDfa(trans, final))
         names = list(self.rule_ids)
         return _link(self, rule_dfas, names)
 
@@ -425,6 +427,23 @@ _ast_cache: BoundedCache[rx.Node, au.AnyDfa] = BoundedCache("terminal DFAs", 128
 #: Literal terminals by their Lark text (`"..."`, `/.../i`): the same DFA objects as in
 #: `_ast_cache`, reached without building and hashing the AST.
 _literal_dfas: BoundedCache[str, au.AnyDfa] = BoundedCache("literal terminal DFAs", 32 << 20)
+
+
+#: Union terminals by their members' serials: the same union (an enum, the scalars of a JSON
+#: value) in another grammar is the same DFA object, so it shares its vocabulary walks too.
+_union_dfas: BoundedCache[tuple[int, ...], au.AnyDfa] = BoundedCache(
+    "union terminal DFAs", 32 << 20
+)
+
+
+def _union_dfa(members: list[au.AnyDfa]) -> au.AnyDfa:
+    members = sorted(members, key=lambda d: d.serial)
+    key = tuple(d.serial for d in members)
+    dfa = _union_dfas.get(key)
+    if dfa is None:
+        dfa = au.alternate(members)
+        _union_dfas.put(key, dfa, au.cache_size(dfa))
+    return dfa
 
 
 def _single_literal(tree: Any) -> Token | None:
@@ -572,6 +591,11 @@ def _determinize_symbols(nfa: _SymNfa, start: int, end: int) -> _SymDfa:
     return _SymDfa(trans, final)
 
 
+def _rule_dfa(nfa: _SymNfa, start: int, end: int) -> tuple[list[dict[Symbol, int]], list[bool]]:
+    d = _minimize_symbols(_determinize_symbols(nfa, start, end))
+    return d.trans, d.final
+
+
 def _minimize_symbols(d: _SymDfa) -> _SymDfa:
     """Hopcroft refinement: equal futures share a state, so parallel edges can merge later.
 
@@ -682,7 +706,7 @@ def _link(b: _Builder, rules: list[_SymDfa], names: list[str]) -> CompiledGramma
                 uid = union_ids.get(key)
                 if uid is None:
                     uid = len(b.terminals)
-                    b.terminals.append(au.alternate([b.terminals[t] for t in sorted(tids)]))
+                    b.terminals.append(_union_dfa([b.terminals[t] for t in tids]))
                     b.term_names.append("|".join(b.term_names[t] for t in sorted(tids)))
                     union_ids[key] = uid
                 for t in tids:
