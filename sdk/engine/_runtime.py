@@ -42,6 +42,7 @@ MAX_CONFIGS = 5000
 MAX_CACHE = 100_000
 MASK_CACHE_BYTES = 64 << 20  # per (grammar, vocabulary) and per kind
 _NO_ROWS = np.zeros(0, dtype=np.int64)
+_DEAD_ROW = memoryview(np.zeros(256, dtype=np.int32).data)  # moves of a terminal not yet read
 #: A lazy lexer state's row: byte → slot, slot → global target, whether it accepts.
 LazyRow = tuple[bytes, tuple[int, ...], bool]
 #: Rows of lazy states kept per runtime (recomputed when evicted: they are pure).
@@ -59,23 +60,24 @@ class Runtime:
         self.positions = grammar.positions
         self._dynamic = grammar.dynamic
         self._n_static = len(grammar.positions)
-        # global lexer states: one block per terminal, 0 = dead; only table terminals have
-        # their rows here, lazy ones (numbered after them) get theirs as the parse reaches
-        # them (`_lazy_row`). A table terminal's block is written when the parse first expects
-        # it (`starts`): a grammar with many big patterns pays for the ones it visits, and
-        # the first mask does not wait for a copy of every table.
+        # global lexer states: one block of numbers per terminal, 0 = dead. A table
+        # terminal's state q > 0 is `term_base[t] + q - 1`, and its moves are read from the
+        # terminal's own table (shared by every grammar that has it: no per-grammar copy);
+        # lazy terminals (numbered after the tables) get their rows as the parse reaches them
+        # (`_lazy_row`). A table terminal's numbers are written when the parse first expects
+        # it (`starts`): the first mask does not wait for every terminal.
         bases: list[int] = []
         total = 1
         for dfa in grammar.terminals:
             bases.append(total)
             total += dfa.n_states - 1 if isinstance(dfa, Dfa) else 0
         self.term_base = bases
-        trans = np.empty((total, 256), dtype=np.int32)
-        trans[0] = 0
         self.lex_term: list[int] = [0] * total
         self.lex_local: list[int] = [0] * total
-        self._trans_table = trans
-        self.trans = trans.reshape(-1).data  # a memoryview: indexes like array("i"), no copy
+        #: per table terminal: its moves as a flat memoryview (indexes like array("i")), and
+        #: what turns its local states into global ones
+        self.term_moves: list[memoryview] = [_DEAD_ROW] * len(grammar.terminals)
+        self.term_shift: list[int] = [b - 1 for b in bases]
         self.acc: list[bool] = [False] * total
         self._filled = bytearray(len(grammar.terminals))
         self.n_table = total  # lexer states below this come from table terminals
@@ -155,18 +157,16 @@ class Runtime:
         return [(stack, self.term_base[t]) for t in shifts]
 
     def _fill(self, t: int) -> None:
-        """Write table terminal `t`'s block of the global lexer (every lexer state of a
+        """Number table terminal `t`'s states in the global lexer (every lexer state of a
         configuration starts at its terminal's first state, which `starts` hands out, so no
-        row is read before this). Idempotent: two threads may both write the same values, and
-        the flag is set only once the block is whole."""
+        state is read before this). Idempotent: two threads may both write the same values,
+        and the flag is set only once the block is whole."""
         dfa = self.terminals[t]
         if isinstance(dfa, Dfa):
             base = self.term_base[t]
             n = dfa.n_states - 1
-            local = dfa.trans[1:]
-            block = self._trans_table[base : base + n]  # local state q > 0 is global q + base - 1
-            np.add(local, base - 1, out=block, casting="unsafe")
-            block *= local != 0  # a tenth of np.where's time
+            moves = np.ascontiguousarray(dfa.trans, dtype=np.int32)
+            self.term_moves[t] = moves.reshape(-1).data
             self.acc[base : base + n] = dfa.accepting[1:].tolist()
             self.lex_term[base : base + n] = [t] * n
             self.lex_local[base : base + n] = range(1, n + 1)
@@ -207,7 +207,9 @@ class Runtime:
 
     def target(self, lex: int, byte: int) -> int:
         if lex < self.n_table:
-            return self.trans[lex * 256 + byte]
+            t = self.lex_term[lex]
+            nxt = self.term_moves[t][self.lex_local[lex] * 256 + byte]
+            return nxt + self.term_shift[t] if nxt else 0
         classes, targets, _ = self._lazy_row(lex)
         return targets[classes[byte]]
 
@@ -216,7 +218,8 @@ class Runtime:
         got = self._first_bytes.get(lex)
         if got is None:
             if lex < self.n_table:
-                row = self._trans_table[lex]
+                t = self.lex_term[lex]
+                row = cast("Dfa", self.terminals[t]).trans[self.lex_local[lex]]
             else:
                 classes, targets, _ = self._lazy_row(lex)
                 row = np.asarray(targets)[np.frombuffer(classes, dtype=np.uint8)]
@@ -249,11 +252,20 @@ class Runtime:
         got = self._step.get(key)
         if got is not None:
             return got
-        trans, acc, n_table = self.trans, self.acc, self.n_table
+        acc, n_table = self.acc, self.n_table
+        lex_term, lex_local, moves, shift = (
+            self.lex_term,
+            self.lex_local,
+            self.term_moves,
+            self.term_shift,
+        )
         out: set[Config] = set()
         for stack, lex in state:
             if lex < n_table:
-                nxt = trans[lex * 256 + byte]
+                t = lex_term[lex]
+                nxt = moves[t][lex_local[lex] * 256 + byte]
+                if nxt:
+                    nxt += shift[t]
                 final = acc[lex]
             else:
                 classes, targets, final = self._lazy_row(lex)
