@@ -996,3 +996,20 @@ def test_a_counted_repeat_whose_subsets_keep_many_pairs_is_left_to_the_nfa_budge
     t = time.process_time()
     assert au._counted_sets(x, node.min, node.max) is None
     assert time.process_time() - t < 5.0
+
+
+def test_a_parse_deeper_than_the_stack_limit_is_a_typed_error() -> None:
+    """Nesting past `MAX_STACK_DEPTH` open rules stops with `TooComplexError` at that depth
+    (the stack is built from each position's cached closure under the rest of the stack)."""
+    from sdk.engine._runtime import MAX_STACK_DEPTH
+    from sdk.errors import TooComplexError
+
+    grammar = CompiledGrammar.from_lark('start: "[" start "]" | "x"')
+    m = Matcher(grammar, _oracle.ByteIndex.of([]))
+    m.advance_bytes(b"[" * (MAX_STACK_DEPTH - 1))
+    inside = m.fork()
+    inside.advance_bytes(b"x" + b"]" * (MAX_STACK_DEPTH - 1))
+    assert inside.is_accepting()
+    m.advance_bytes(b"[")
+    with pytest.raises(TooComplexError, match="deeper than"):
+        m.advance_bytes(b"x")
