@@ -508,7 +508,7 @@ class _HFSession:
 class _BatchedSession:
     """A turn as one row of the model's batch (see `sdk.backends._batching`)."""
 
-    def __init__(self, scheduler: BatchScheduler, row: Any, cpu: bool = True) -> None:
+    def __init__(self, scheduler: BatchScheduler, row: Any, cpu: bool) -> None:
         self._scheduler = scheduler
         self.prompt_ids = row.prompt
         self._row = row

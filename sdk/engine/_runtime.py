@@ -74,10 +74,8 @@ class Runtime:
         self.term_base = bases
         self.lex_term: list[int] = [0] * total
         self.lex_local: list[int] = [0] * total
-        #: per table terminal: its moves as a flat memoryview (indexes like array("i")), and
-        #: what turns its local states into global ones
+        #: per table terminal: its moves as a flat memoryview (indexes like array("i"))
         self.term_moves: list[memoryview] = [_DEAD_ROW] * len(grammar.terminals)
-        self.term_shift: list[int] = [b - 1 for b in bases]
         self.acc: list[bool] = [False] * total
         self._filled = bytearray(len(grammar.terminals))
         self.n_table = total  # lexer states below this come from table terminals
@@ -89,6 +87,8 @@ class Runtime:
                 self._lazy_terms.append(t)
                 self.term_base[t] = total + 1
                 total += dfa.n_states
+        #: local state q of terminal t is global q + term_shift[t] (the hot path's subtraction)
+        self.term_shift: list[int] = [b - 1 for b in self.term_base]
         self._lazy_rows: BoundedCache[int, LazyRow] = BoundedCache(
             "lazy lexer rows", LAZY_ROW_BYTES
         )
