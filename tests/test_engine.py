@@ -1013,3 +1013,24 @@ def test_a_parse_deeper_than_the_stack_limit_is_a_typed_error() -> None:
     m.advance_bytes(b"[")
     with pytest.raises(TooComplexError, match="deeper than"):
         m.advance_bytes(b"x")
+
+
+def test_stacks_are_interned_once_per_distinct_stack() -> None:
+    """A stack is one int per distinct (stack below, top position): parsing the same nested
+    document again, with a fresh matcher, adds no stack, and the masks along the second parse
+    are those of the brute force. The table grows with distinct nestings, not with tokens."""
+    grammar = CompiledGrammar.from_lark('start: "[" start ("," start)* "]" | "x"')
+    index = _oracle.ByteIndex.of([])
+    doc = b"[[x,[x]],[[[x]]],x]"
+    first = Matcher(grammar, index)
+    first.advance_bytes(doc)
+    assert first.is_accepting()
+    rt = first._rt
+    stacks = len(rt._top)
+    assert stacks > 5  # nesting four deep went through several stacks
+    again = Matcher(grammar, index)
+    for b in doc:
+        again.advance_bytes(bytes([b]))
+        assert np.array_equal(again.mask(), _oracle.brute_force_mask(again, index))
+    assert again.is_accepting()
+    assert len(rt._top) == stacks

@@ -1,10 +1,16 @@
 """Shared run-time tables of one (compiled grammar, vocabulary) pair.
 
-A matcher state is a frozenset of configurations `(stack, lex)`: `stack` is a tuple of global
+A matcher state is a frozenset of configurations `(stack, lex)`: `stack` is a sequence of global
 rule positions (return addresses, then the current position) at which the terminal of lexer
 state `lex` may be shifted, and `lex` is a global lexer state (terminal DFA state). Sets make
 the parser exact for ambiguous grammars (overlapping anyOf branches, keys that match both a
 declared name and a pattern) without backtracking.
+
+Stacks are interned: a stack is an int naming (the stack below it, its top position), so a
+push, a pop or a replaced top costs one dict lookup whatever the depth (JSON nests rules
+dozens deep, and tuples were copied and hashed whole at every shift), and a configuration is
+the single int `stack * n_lex + lex`. The table grows with the distinct stacks the parses
+visit: bounded for a schema without recursion, and by the nesting written otherwise.
 
 Everything here is memoised: stack expansions, lexeme completions, byte steps, token steps and
 whole masks. Per-token work on a cache miss is: OR the precomputed masks of the configurations'
@@ -33,8 +39,8 @@ from ._vocab import Vocab
 if TYPE_CHECKING:
     from .grammar import CompiledGrammar
 
-Stack = tuple[int, ...]
-Config = tuple[Stack, int]
+Stack = int  # an interned stack (`Runtime.push`); 0 is the empty stack
+Config = int  # stack * n_lex + lexer state
 State = frozenset[Config]
 
 MAX_STACK_DEPTH = 1000
@@ -89,11 +95,19 @@ class Runtime:
                 total += dfa.n_states
         #: local state q of terminal t is global q + term_shift[t] (the hot path's subtraction)
         self.term_shift: list[int] = [b - 1 for b in self.term_base]
+        self.n_lex = total  # configurations are stack * n_lex + lex
+        self._n_terms = len(grammar.terminals)
+        self.lock = threading.Lock()  # writers of the stack table
+        # interned stacks: id -> (stack below, top position, depth); id 0 is the empty stack
+        self._below: list[int] = [0]
+        self._top: list[int] = [-1]
+        self._depth: list[int] = [0]
+        self._stack_ids: dict[tuple[int, int], int] = {}
         self._lazy_rows: BoundedCache[int, LazyRow] = BoundedCache(
             "lazy lexer rows", LAZY_ROW_BYTES
         )
         self._expand: dict[Stack, tuple[dict[int, tuple[Stack, ...]], bool]] = {}
-        self._completions: dict[tuple[Stack, int], tuple[Config, ...]] = {}
+        self._completions: dict[int, tuple[Config, ...]] = {}
         self._step: dict[tuple[State, int], State] = {}
         self._token_step: dict[tuple[State, int], State] = {}
         self._config_mask: BoundedCache[Config, np.ndarray] = BoundedCache(
@@ -104,7 +118,6 @@ class Runtime:
         )
         self._accepting: dict[State, bool] = {}
         self._first_bytes: dict[int, int] = {}
-        self.lock = threading.Lock()
         eos = np.zeros(vocab.packed_len * 8, dtype=bool)
         eos[list(vocab.eos_ids)] = True
         self.eos_bits = np.packbits(eos, bitorder="little")
@@ -118,21 +131,25 @@ class Runtime:
         if got is not None:
             return got
         positions, n_static, dynamic = self.positions, self._n_static, self._dynamic
+        below, top_of, depth = self._below, self._top, self._depth
+        ids, push, rule_starts = self._stack_ids.get, self.push, self.rule_starts
         shifts: dict[int, set[Stack]] = {}
         accept = False
         seen = {stack}
         todo = [stack]
         while todo:
             st = todo.pop()
-            if len(st) > MAX_STACK_DEPTH:
+            if depth[st] > MAX_STACK_DEPTH:
                 raise TooComplexError(f"parser stack deeper than {MAX_STACK_DEPTH}")
-            i = st[-1]
+            i = top_of[st]
             top = positions[i] if i < n_static or dynamic is None else dynamic.get(i)
-            rest = st[:-1]
+            rest = below[st]
             for term, nxt in top.terms.items():
-                shifts.setdefault(term, set()).add((*rest, nxt))
+                shifts.setdefault(term, set()).add(ids((rest, nxt)) or push(rest, nxt))
             for rule, ret in top.calls:
-                pushed = (*rest, ret, self.rule_starts[rule])
+                called = ids((rest, ret)) or push(rest, ret)
+                start = rule_starts[rule]
+                pushed = ids((called, start)) or push(called, start)
                 if pushed not in seen:
                     seen.add(pushed)
                     todo.append(pushed)
@@ -148,13 +165,29 @@ class Runtime:
         self._expand[stack] = result
         return result
 
+    def push(self, below: Stack, top: int) -> Stack:
+        """The interned stack `below` + [`top`] (ids start at 1: a hit is never falsy)."""
+        key = (below, top)
+        got = self._stack_ids.get(key)
+        if got is None:
+            with self.lock:
+                got = self._stack_ids.get(key)
+                if got is None:
+                    got = len(self._top)
+                    self._below.append(below)
+                    self._top.append(top)
+                    self._depth.append(self._depth[below] + 1)
+                    self._stack_ids[key] = got  # published last: readers see whole rows
+        return got
+
     def starts(self, stack: Stack) -> list[Config]:
         shifts, _ = self.expand(stack)
         filled = self._filled
         for t in shifts:
             if not filled[t]:
                 self._fill(t)
-        return [(stack, self.term_base[t]) for t in shifts]
+        base, term_base = stack * self.n_lex, self.term_base
+        return [base + term_base[t] for t in shifts]
 
     def _fill(self, t: int) -> None:
         """Number table terminal `t`'s states in the global lexer (every lexer state of a
@@ -175,7 +208,7 @@ class Runtime:
     def completions(self, stack: Stack, lex: int) -> tuple[Config, ...]:
         """Configurations right after the lexeme of `lex` ends (its terminal shifted)."""
         term = self.term_of(lex)
-        key = (stack, term)
+        key = stack * self._n_terms + term
         got = self._completions.get(key)
         if got is None:
             out: list[Config] = []
@@ -188,7 +221,7 @@ class Runtime:
         return got
 
     def _initial(self) -> State:
-        root: Stack = (self.rule_starts[self.start_rule],)
+        root = self.push(0, self.rule_starts[self.start_rule])
         # Only the initial state holds lexers that have read nothing, so whether the empty
         # string is complete is decided here once.
         self.initial_accepts = self.expand(root)[1]
@@ -252,7 +285,7 @@ class Runtime:
         got = self._step.get(key)
         if got is not None:
             return got
-        acc, n_table = self.acc, self.n_table
+        acc, n_table, n_lex = self.acc, self.n_table, self.n_lex
         lex_term, lex_local, moves, shift = (
             self.lex_term,
             self.lex_local,
@@ -260,7 +293,8 @@ class Runtime:
             self.term_shift,
         )
         out: set[Config] = set()
-        for stack, lex in state:
+        for config in state:
+            lex = config % n_lex
             if lex < n_table:
                 t = lex_term[lex]
                 nxt = moves[t][lex_local[lex] * 256 + byte]
@@ -271,12 +305,13 @@ class Runtime:
                 classes, targets, final = self._lazy_row(lex)
                 nxt = targets[classes[byte]]
             if nxt:
-                out.add((stack, nxt))
+                out.add(config - lex + nxt)
             if final:
-                for stack2, lex2 in self.completions(stack, lex):
+                for config2 in self.completions(config // n_lex, lex):
+                    lex2 = config2 % n_lex
                     nxt = self.target(lex2, byte)
                     if nxt:
-                        out.add((stack2, nxt))
+                        out.add(config2 - lex2 + nxt)
         if len(out) > MAX_CONFIGS:
             raise TooComplexError(f"more than {MAX_CONFIGS} live parses")
         got = frozenset(out)
@@ -308,7 +343,8 @@ class Runtime:
         got = self._accepting.get(state)
         if got is None:
             got = self.initial_accepts and state == self.initial
-            for stack, lex in state:
+            for config in state:
+                stack, lex = divmod(config, self.n_lex)
                 if self.accepts(lex):
                     term = self.term_of(lex)
                     for nxt in self.expand(stack)[0].get(term, ()):
@@ -326,7 +362,7 @@ class Runtime:
         got = self._config_mask.get(config)
         if got is not None:
             return got
-        stack, lex = config
+        stack, lex = divmod(config, self.n_lex)
         term = self.term_of(lex)
         classes = _vocab.classify(self.vocab, self.terminals[term], self.local_of(lex))
         assert classes.packed is not None
@@ -359,7 +395,7 @@ class Runtime:
             return _NO_ROWS
         step = self.step
         memo = self._step
-        lexes = [lex2 for _, lex2 in after]
+        lexes = [c % self.n_lex for c in after]
         if any(self.accepts(lex2) for lex2 in lexes):  # a lexer that may end before any byte
             alive = {b for b in plan.firsts if step(after, b)}
         else:  # every lexer has read nothing: a byte can follow iff one of them takes it
@@ -394,7 +430,8 @@ class Runtime:
         """Of the event's token rows, those whose remaining bytes continue after `lex` ends."""
         col, rows, key = event
         out: list[np.ndarray] = []
-        for stack2, lex2 in self.completions(stack, lex):
+        for config2 in self.completions(stack, lex):
+            stack2, lex2 = divmod(config2, self.n_lex)
             dfa = self.terminals[self.term_of(lex2)]
             w = _vocab.cached_walk(self.vocab, dfa, self.local_of(lex2), col, rows, key)
             out.append(w.accepted)
