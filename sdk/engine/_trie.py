@@ -135,6 +135,10 @@ class Trie:
     phase: np.ndarray  # uint8 [nodes]: the UTF-8 state after the node's own path (8: none)
     full: np.ndarray  # uint8 [packed]: the packed bitmask of every token
     max_depth: int
+    #: int32 [256]: the child of the root for each first byte (-1: no token starts with it),
+    #: so a walk starts at the subtrees of the bytes its state takes and never touches the
+    #: others (a walk's fixed cost was a cache miss per root child, ~12 us on 262k tokens)
+    roots: np.ndarray
 
     @property
     def nbytes(self) -> int:
@@ -156,6 +160,7 @@ class Trie:
                 self.utf8,
                 self.phase,
                 self.full,
+                self.roots,
             )
         )
 
@@ -192,6 +197,9 @@ def build_trie(matrix: np.ndarray, lengths: np.ndarray, ids: np.ndarray, packed_
     ends = starts + counts - 1  # a duplicate adds no node: this is where its twin ends
     nodes = np.arange(n_nodes)
     i32 = np.int32
+    roots = np.full(256, -1, dtype=i32)
+    top = np.flatnonzero(depth == 1)
+    roots[byte[top]] = top
     return Trie(
         order=order.astype(np.int64),
         tid=ids[order].astype(i32),
@@ -209,6 +217,7 @@ def build_trie(matrix: np.ndarray, lengths: np.ndarray, ids: np.ndarray, packed_
         phase=phase,
         full=_pack(ids.astype(np.int64), np.arange(n, dtype=np.int64), packed_len),
         max_depth=int(width),
+        roots=roots,
     )
 
 
@@ -475,6 +484,7 @@ def _walk_trie(
     start: int,
     full: np.ndarray,
     bits: np.ndarray,
+    roots: np.ndarray,
 ) -> np.ndarray:  # pragma: no cover - compiled
     state = np.empty(max_depth + 1, np.int32)
     state[0] = start
@@ -488,9 +498,21 @@ def _walk_trie(
     run_hi = np.empty(64, np.int64)
     n_run = 0
     taken = 0
+    # Only the subtrees of the root's children that the start state takes: a token dying at
+    # its first byte makes no event (nothing on its path was complete), so the others are
+    # skipped without being read. Byte order is trie order: positions still increase.
+    b0 = 0
     i = 0
-    n = byte.shape[0]
-    while i < n:
+    stop = 0
+    while True:
+        if i >= stop:
+            while b0 < 256 and (roots[b0] < 0 or trans[start, b0] == 0):
+                b0 += 1
+            if b0 == 256:
+                break
+            i = roots[b0]
+            stop = skip[i]
+            b0 += 1
         d = depth[i]
         while n_acc > 0 and acc_at[n_acc - 1] >= d:
             n_acc -= 1
@@ -609,6 +631,7 @@ def walk_trie(
         state,
         trie.full,
         bits,
+        trie.roots,
     )
     return bits, events
 
