@@ -1000,7 +1000,7 @@ def test_a_counted_repeat_whose_subsets_keep_many_pairs_is_left_to_the_nfa_budge
 
 def test_a_parse_deeper_than_the_stack_limit_is_a_typed_error() -> None:
     """Nesting past `MAX_STACK_DEPTH` open rules stops with `TooComplexError` at that depth
-    (the stack is built from each position's cached closure under the rest of the stack)."""
+    (the depth is counted on each interned stack as it is pushed)."""
     from sdk.engine._runtime import MAX_STACK_DEPTH
     from sdk.errors import TooComplexError
 
