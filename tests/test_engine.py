@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from sdk.engine import CompiledGrammar, Matcher
 from sdk.engine._automata import compile_regex
+from sdk.engine._dfa import Dfa
 from sdk.errors import GrammarError, NoValidTokenError, RegexError, TokenRejectedError
 from tests import _oracle
 
@@ -441,6 +442,8 @@ def test_finite_sets_are_built_as_tries_with_the_same_language(
         r'[^0-9"][^"]*"',
         r"[a-z]+(?:,[a-z]+)*",  # accepting loops: the shortcut meets boundary events
         r"[ \t\n]*",
+        r'"nickname"',  # one string left in every state: walked without chains
+        r"true|false|null",
     ],
 )
 def test_compiled_walks_agree_with_a_plain_python_walk(pattern: str) -> None:
@@ -887,6 +890,47 @@ def test_walk_keys_name_a_state_by_its_language(seed: int) -> None:
     flipped = Dfa(dfa.trans.copy(), dfa.accepting.copy())
     flipped.accepting[q] = not flipped.accepting[q]
     assert state_key(flipped, q) != state_key(dfa, q)
+
+
+def test_a_state_with_one_string_left_is_walked_once_by_that_string() -> None:
+    """The rest of a key is keyed by its bytes: `word"` is walked once for `"password"` and
+    `"sword"` (two DFAs, two grammars' worth of keys), and the walk is the plain one. A state
+    with two strings left, or one that may end early, is keyed by its DFA."""
+    from sdk.engine import _vocab
+    from sdk.engine._vocab import literal_rest, state_key
+
+    vocab = _vocab.vocab_of(INDEX)
+    long, short = compile_regex(r'"password"'), compile_regex(r'"sword"')
+    assert isinstance(long, Dfa) and isinstance(short, Dfa)
+
+    def after(dfa: Dfa, data: bytes) -> int:
+        q = 1
+        for b in data:
+            q = int(dfa.trans[q, b])
+        return q
+
+    q_long, q_short = after(long, b'"pass'), after(short, b'"s')
+    assert literal_rest(long, q_long) == literal_rest(short, q_short) == b'word"'
+    assert state_key(long, q_long) == state_key(short, q_short)
+    assert _vocab.classify(vocab, short, q_short) is _vocab.classify(vocab, long, q_long)
+    tokens = [INDEX.token_bytes[t] for t in vocab.ids.tolist()]
+    for q in range(1, short.n_states):
+        if literal_rest(short, q) is None:
+            continue
+        walk = _vocab.classify(vocab, short, q)
+        kept, events = _plain_walk(tokens, short, q)
+        assert (walk.packed == _vocab.pack_rows(vocab, np.asarray(sorted(kept), np.int64))).all()
+        got = _vocab.range_events(vocab, walk.ranges)
+        assert {(c, r) for c, rows, _ in got for r in rows.tolist()} == events
+    closing = _vocab.classify(vocab, short, after(short, b'"sword'))  # `"` left
+    assert closing.ranges is not None and len(closing.ranges)  # `":` runs past the quote
+    either = compile_regex(r'"pass"|"password"')
+    assert isinstance(either, Dfa)
+    assert literal_rest(either, after(either, b'"pass')) is None  # `"` or `word"`
+    assert literal_rest(either, after(either, b'"passw')) == b'ord"'
+    maybe = compile_regex(r"ab(?:cd)?")
+    assert isinstance(maybe, Dfa)
+    assert literal_rest(maybe, after(maybe, b"a")) is None  # `b` and `bcd`
 
 
 def test_a_terminals_lexer_rows_are_written_when_the_parse_first_expects_it() -> None:

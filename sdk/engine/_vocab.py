@@ -218,18 +218,53 @@ def _row_levels(vocab: Vocab, rows: np.ndarray, col: int) -> list[tuple[np.ndarr
 WIDE_STATE_BYTES = 64
 #: Wide states reaching more states than this are keyed by (DFA, state) too.
 SIGNATURE_MAX_STATES = 64
+#: The first element of a literal state's key (`state_key`).
+LITERAL = "literal"
+#: Longest rest named by its bytes; longer ones are keyed by (DFA, state).
+LITERAL_MAX_BYTES = 256
+
+
+def literal_rest(dfa: au.Dfa, state: int) -> bytes | None:
+    """The one string `state` still accepts, when its language is a single non-empty string
+    (the rest of a key or of an enum value; trimmed DFAs: one move per state up to an
+    accepting state with none), else None. Its walks need no chains (`walk_vocabulary`)."""
+    shape = dfa.__dict__.get("_single_moves")
+    if shape is None:
+        live = dfa.trans != 0
+        count = live.sum(axis=1)
+        byte = live.argmax(axis=1)
+        shape = dfa.__dict__["_single_moves"] = (
+            count.tolist(),
+            byte.tolist(),
+            dfa.trans[np.arange(len(byte)), byte].tolist(),
+            dfa.accepting.tolist(),
+        )
+    count, byte, target, accepting = shape
+    out = bytearray()
+    q = state
+    while not accepting[q] and count[q] == 1 and len(out) < LITERAL_MAX_BYTES:
+        out.append(byte[q])
+        q = target[q]
+    if out and accepting[q] and count[q] == 0:
+        return bytes(out)
+    return None
 
 
 def state_key(dfa: au.Dfa, state: int) -> Any:
     """A cache key for the walks from `state`. Equal keys, equal languages: a wide state (a
     string body, the start of a key-exclusion string) shares its walks with every DFA that
-    has one like it, which on a 262k vocabulary saves milliseconds per schema. DFAs of equal
-    regexes are one object already (compile_regex memoises)."""
+    has one like it, which on a 262k vocabulary saves milliseconds per schema, and a state
+    with one string left (the rest of a key, of an enum value) is named by that string, so
+    `name"` is walked once for every key ending in it, in any grammar. DFAs of equal regexes
+    are one object already (compile_regex memoises)."""
     keys: dict[int, Any] = dfa.__dict__.setdefault("_state_keys", {})
     got = keys.get(state)
     if got is None:
         got = (dfa.serial, state)
-        if int(np.count_nonzero(dfa.trans[state])) >= WIDE_STATE_BYTES:
+        rest = literal_rest(dfa, state)
+        if rest is not None:
+            got = (LITERAL, rest)
+        elif int(np.count_nonzero(dfa.trans[state])) >= WIDE_STATE_BYTES:
             form = _trie.canonical_form(dfa.trans, dfa.accepting, state, SIGNATURE_MAX_STATES)
             if len(form):
                 got = hashlib.blake2b(form.tobytes(), digest_size=20).digest()
@@ -314,12 +349,30 @@ def walk_vocabulary(vocab: Vocab, dfa: au.Dfa, state: int) -> tuple[np.ndarray, 
     """Every token from `state`: the packed bitmask of those still inside the lexeme at their
     last byte, and the boundary events of those that die as trie position ranges (c, lo, hi),
     sorted: the tokens at positions lo:hi died after the lexeme was complete after byte c."""
+    # A literal's walk follows one path: chains (which let a walk take a subtree whole) would
+    # never apply, and building them for a new key's DFA cost more than the walk.
+    chains = _no_chains(dfa) if literal_rest(dfa, state) is not None else dfa.chains
     packed, ranges = _trie.walk_trie(
-        vocab.trie, dfa.trans, dfa.accepting, dfa.chains, state, vocab.packed_len
+        vocab.trie, dfa.trans, dfa.accepting, chains, state, vocab.packed_len
     )
     if len(ranges) > 1:
         ranges = ranges[np.lexsort((ranges[:, 1], ranges[:, 0]))]
     return packed, ranges
+
+
+def _no_chains(dfa: au.Dfa) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Chains that never take a subtree whole (`_trie.chains`' shapes, all zero): the walk then
+    reads every node it keeps, which for a literal is its one path."""
+    got = dfa.__dict__.get("_no_chains")
+    if got is None:
+        n = dfa.n_states
+        got = dfa.__dict__["_no_chains"] = (
+            np.zeros(n, np.int32),
+            np.zeros((n, 4), np.uint64),
+            np.zeros(n, np.int32),
+            np.zeros((8, n), np.int32),
+        )
+    return got
 
 
 def range_events(vocab: Vocab, ranges: np.ndarray, min_rows: int = 0) -> Events:
