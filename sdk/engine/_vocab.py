@@ -227,27 +227,34 @@ LITERAL_MAX_BYTES = 256
 def literal_rest(dfa: au.Dfa, state: int) -> bytes | None:
     """The one string `state` still accepts, when its language is a single non-empty string
     (the rest of a key or of an enum value; trimmed DFAs: one move per state up to an
-    accepting state with none), else None. Its walks need no chains (`walk_vocabulary`)."""
-    shape = dfa.__dict__.get("_single_moves")
-    if shape is None:
-        live = dfa.trans != 0
-        count = live.sum(axis=1)
-        byte = live.argmax(axis=1)
-        shape = dfa.__dict__["_single_moves"] = (
-            count.tolist(),
-            byte.tolist(),
-            dfa.trans[np.arange(len(byte)), byte].tolist(),
-            dfa.accepting.tolist(),
-        )
-    count, byte, target, accepting = shape
+    accepting state with none), else None. Its walks need no chains (`walk_vocabulary`).
+    Read along the path from `state` only (a pattern's table can be megabytes), and stored
+    for every state on it: the states after it have the rest's suffixes."""
+    rests: dict[int, bytes | None] = dfa.__dict__.setdefault("_literal_rests", {})
+    if state in rests:
+        return rests[state]
+    trans, accepting = dfa.trans, dfa.accepting
+    path: list[int] = []
     out = bytearray()
     q = state
-    while not accepting[q] and count[q] == 1 and len(out) < LITERAL_MAX_BYTES:
-        out.append(byte[q])
-        q = target[q]
-    if out and accepting[q] and count[q] == 0:
-        return bytes(out)
-    return None
+    got: bytes | None = None
+    while len(out) < LITERAL_MAX_BYTES:
+        live = np.flatnonzero(trans[q])
+        if accepting[q]:
+            if out and not len(live):
+                got = bytes(out)
+            break
+        if len(live) != 1:
+            break
+        path.append(q)
+        out.append(int(live[0]))
+        q = int(trans[q, live[0]])
+    if got is None:
+        rests[state] = None
+    else:
+        for k, p in enumerate(path):
+            rests[p] = got[k:]
+    return got
 
 
 def state_key(dfa: au.Dfa, state: int) -> Any:
@@ -308,7 +315,7 @@ def suffix_plan(vocab: Vocab, walk: Walk, max_rows: int = SMALL_EVENT_ROWS) -> S
             small = ranges[per_col[cols] <= max_rows]
             if len(small):
                 first = vocab.matrix[vocab.trie.order[small[:, 1]], small[:, 0]]
-                got = SuffixPlan(small, first, frozenset(np.unique(first).tolist()))
+                got = SuffixPlan(small, first, frozenset(first.tolist()))
         object.__setattr__(walk, "plan", got)  # a race computes the same plan twice
     return got
 
