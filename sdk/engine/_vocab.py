@@ -268,10 +268,11 @@ def state_key(dfa: au.Dfa, state: int) -> Any:
     got = keys.get(state)
     if got is None:
         got = (dfa.serial, state)
-        rest = literal_rest(dfa, state)
+        n_live = int(np.count_nonzero(dfa.trans[state]))
+        rest = literal_rest(dfa, state) if n_live == 1 else None
         if rest is not None:
             got = (LITERAL, rest)
-        elif int(np.count_nonzero(dfa.trans[state])) >= WIDE_STATE_BYTES:
+        elif n_live >= WIDE_STATE_BYTES:
             form = _trie.canonical_form(dfa.trans, dfa.accepting, state, SIGNATURE_MAX_STATES)
             if len(form):
                 got = hashlib.blake2b(form.tobytes(), digest_size=20).digest()
@@ -356,30 +357,41 @@ def walk_vocabulary(vocab: Vocab, dfa: au.Dfa, state: int) -> tuple[np.ndarray, 
     """Every token from `state`: the packed bitmask of those still inside the lexeme at their
     last byte, and the boundary events of those that die as trie position ranges (c, lo, hi),
     sorted: the tokens at positions lo:hi died after the lexeme was complete after byte c."""
-    # A literal's walk follows one path: chains (which let a walk take a subtree whole) would
-    # never apply, and building them for a new key's DFA cost more than the walk.
-    chains = _no_chains(dfa) if literal_rest(dfa, state) is not None else dfa.chains
-    packed, ranges = _trie.walk_trie(
-        vocab.trie, dfa.trans, dfa.accepting, chains, state, vocab.packed_len
-    )
+    key = state_key(dfa, state)
+    if isinstance(key, tuple) and key[0] == LITERAL:
+        # One string left: walk a table of just that string (same language, same walk).
+        # Chains (which let a walk take a subtree whole) never apply to a single path, and
+        # building them for a new key's DFA cost more than the walk.
+        trans, acc, chains = _literal_table(key[1])
+        state = 1
+    else:
+        trans, acc, chains = dfa.trans, dfa.accepting, dfa.chains
+    packed, ranges = _trie.walk_trie(vocab.trie, trans, acc, chains, state, vocab.packed_len)
     if len(ranges) > 1:
         ranges = ranges[np.lexsort((ranges[:, 1], ranges[:, 0]))]
     return packed, ranges
 
 
-def _no_chains(dfa: au.Dfa) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Chains that never take a subtree whole (`_trie.chains`' shapes, all zero): the walk then
-    reads every node it keeps, which for a literal is its one path."""
-    got = dfa.__dict__.get("_no_chains")
-    if got is None:
-        n = dfa.n_states
-        got = dfa.__dict__["_no_chains"] = (
-            np.zeros(n, np.int32),
-            np.zeros((n, 4), np.uint64),
-            np.zeros(n, np.int32),
-            np.zeros((8, n), np.int32),
-        )
-    return got
+#: Chains that never take a subtree whole (`_trie.chains`' shapes, all zero), for any
+#: literal table: walks only read them.
+_NO_CHAINS = (
+    np.zeros(LITERAL_MAX_BYTES + 2, np.int32),
+    np.zeros((LITERAL_MAX_BYTES + 2, 4), np.uint64),
+    np.zeros(LITERAL_MAX_BYTES + 2, np.int32),
+    np.zeros((8, LITERAL_MAX_BYTES + 2), np.int32),
+)
+
+
+def _literal_table(
+    rest: bytes,
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """A trimmed table accepting only `rest` from state 1, with chains that never apply."""
+    n = len(rest) + 2
+    trans = np.zeros((n, 256), dtype=np.int32)
+    trans[np.arange(1, n - 1), np.frombuffer(rest, dtype=np.uint8)] = np.arange(2, n)
+    acc = np.zeros(n, dtype=bool)
+    acc[n - 1] = True
+    return trans, acc, _NO_CHAINS
 
 
 def range_events(vocab: Vocab, ranges: np.ndarray, min_rows: int = 0) -> Events:
