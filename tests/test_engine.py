@@ -933,6 +933,28 @@ def test_a_state_with_one_string_left_is_walked_once_by_that_string() -> None:
     assert literal_rest(maybe, after(maybe, b"a")) is None  # `b` and `bcd`
 
 
+@given(words=st.lists(st.text(alphabet='ab"é', min_size=0, max_size=5), min_size=1, max_size=5))
+@settings(max_examples=100, deadline=None)
+def test_literal_rest_is_the_one_string_a_state_accepts(words: list[str]) -> None:
+    """Every state of a finite language's DFA: `literal_rest` names a string exactly when the
+    state accepts that one string and nothing else (the empty string included)."""
+    from sdk.engine._vocab import literal_rest
+
+    dfa = compile_regex("(?:" + "|".join(re.escape(w) for w in words) + ")")
+    assert isinstance(dfa, Dfa)
+
+    def language(q: int) -> set[bytes]:
+        out = {b""} if dfa.accepting[q] else set()
+        for b in np.flatnonzero(dfa.trans[q]).tolist():
+            out |= {bytes([b]) + rest for rest in language(int(dfa.trans[q, b]))}
+        return out
+
+    for q in range(1, dfa.n_states):
+        strings = language(q)
+        one = next(iter(strings)) if len(strings) == 1 else None
+        assert literal_rest(dfa, q) == (one or None), (words, q, strings)
+
+
 def test_a_terminals_lexer_rows_are_written_when_the_parse_first_expects_it() -> None:
     """A grammar's big terminals cost nothing until the parse can reach them (a schema with
     many long patterns visits a few): the first mask writes only the first terminals' rows,

@@ -233,27 +233,14 @@ def literal_rest(dfa: au.Dfa, state: int) -> bytes | None:
     rests: dict[int, bytes | None] = dfa.__dict__.setdefault("_literal_rests", {})
     if state in rests:
         return rests[state]
-    trans, accepting = dfa.trans, dfa.accepting
-    path: list[int] = []
-    out = bytearray()
-    q = state
-    got: bytes | None = None
-    while len(out) < LITERAL_MAX_BYTES:
-        live = np.flatnonzero(trans[q])
-        if accepting[q]:
-            if out and not len(live):
-                got = bytes(out)
-            break
-        if len(live) != 1:
-            break
-        path.append(q)
-        out.append(int(live[0]))
-        q = int(trans[q, live[0]])
-    if got is None:
+    path = _trie.literal_path(dfa.trans, dfa.accepting, state, LITERAL_MAX_BYTES)
+    if not len(path):
         rests[state] = None
-    else:
-        for k, p in enumerate(path):
-            rests[p] = got[k:]
+        return None
+    n = len(path) // 2
+    got = path[n + 1 :].astype(np.uint8).tobytes()
+    for k, q in enumerate(path[:n].tolist()):
+        rests[q] = got[k:]
     return got
 
 
