@@ -107,6 +107,32 @@ def test_stats_summary_and_ratios() -> None:
     assert "llguidance" in _stats.format_table({"ours": s, "llguidance": peer}, r)
 
 
+def test_full_collections_are_counted_per_schema_and_summed() -> None:
+    """A forced full collection is counted with its time; younger ones are not; the summary
+    sums the schemas' counts (a TTFM outlier can then be matched to a collection)."""
+    import gc
+
+    from sdk.bench.maskbench import FullCollections
+
+    counter = FullCollections().install()
+    try:
+        gc.collect(0)
+        assert counter.count == 0
+        gc.collect()
+        gc.collect(2)
+        assert counter.count == 2 and counter.seconds > 0.0
+    finally:
+        counter.uninstall()
+    gc.collect()
+    assert counter.count == 2  # uninstalled
+    base = {"status": "pass", "validation_errors": 0, "invalidation_errors": 0}
+    base |= {"exc_type": None, "n_tests": 1, "wall_s": 0.1, "ttfm_ms": 1.0}
+    results = [{**base, "gc_full": 1, "gc_full_s": 0.25}, {**base, "gc_full": 0}, base]
+    s = _stats.summarize_engine(results, [np.array([1.0])], None, None)
+    assert (s["gc_full"], s["gc_full_s"]) == (1, 0.25)
+    assert "full GCs (count, s)" in _stats.format_table({"ours": s}, {})
+
+
 def test_dispatcher_usage(capsys: pytest.CaptureFixture[str]) -> None:
     assert bench_main([]) == 2
     assert "maskbench" in capsys.readouterr().out

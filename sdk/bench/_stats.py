@@ -68,6 +68,9 @@ def summarize_engine(
         "setup_rss_mb": setup_rss_mb,
         "rss_trace_mb": rss_trace(results),
         "busy_s": round(sum(r["wall_s"] for r in results), 3),
+        # full garbage collections during the schemas (pauses the engine does not choose)
+        "gc_full": sum(r.get("gc_full", 0) for r in results),
+        "gc_full_s": round(sum(r.get("gc_full_s", 0.0) for r in results), 3),
     }
 
 
@@ -145,6 +148,7 @@ def format_table(engines: dict[str, dict[str, Any]], ratio: dict[str, dict[str, 
         lambda e: "/".join(f"{x:.0f}" if x else "?" for x in e.get("rss_trace_mb") or []) or None,
     )
     row("busy (s)", lambda e: e["busy_s"])
+    row("full GCs (count, s)", lambda e: f"{e.get('gc_full', 0)}, {e.get('gc_full_s', 0.0):.2f}")
     row("worker restarts", lambda e: e.get("worker_restarts", 0))
 
     width = max(len(label) for label, _ in rows) + 2

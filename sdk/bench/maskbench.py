@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import multiprocessing as mp
 import os
@@ -83,6 +84,36 @@ def _rss_now_mb() -> float:
     except OSError:
         pass
     return 0.0
+
+
+class FullCollections:
+    """Full (generation 2) garbage collections of this process: how many, and their seconds.
+
+    One takes a fraction of a second in a process with torch loaded (every tracked object is
+    walked) and lands on whatever schema is running: counted per schema, so a TTFM or TBM
+    outlier can be told apart from the engine's own work."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.seconds = 0.0
+        self._start = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.count += 1
+            self.seconds += time.perf_counter() - self._start
+
+    def install(self) -> FullCollections:
+        gc.callbacks.append(self)
+        return self
+
+    def uninstall(self) -> None:
+        with contextlib.suppress(ValueError):
+            gc.callbacks.remove(self)
 
 
 def _describe(tokenizer: Any, ids: list[int], pos: int) -> dict[str, Any]:
@@ -209,6 +240,7 @@ def _worker_main(
         conn.send(("unavailable", f"setup failed: {type(e).__name__}: {e}"))
         return
     conn.send(("ready", _rss_mb()))
+    collections = FullCollections().install()
     while True:
         try:
             job = conn.recv()
@@ -217,9 +249,12 @@ def _worker_main(
         if job is None:
             return
         schema, tests, timeout_s = job
+        count, seconds = collections.count, collections.seconds
         res, tbm = run_schema(adapter, schema, tests, timeout_s, tokenizer)
         res["rss_mb"] = _rss_mb()
         res["rss_now_mb"] = _rss_now_mb()
+        res["gc_full"] = collections.count - count
+        res["gc_full_s"] = round(collections.seconds - seconds, 4)
         conn.send((res, tbm.astype(np.float32)))
 
 
