@@ -745,37 +745,32 @@ def canonical_form(
 def literal_path(
     trans: np.ndarray, acc: np.ndarray, start: int, limit: int
 ) -> np.ndarray:  # pragma: no cover - compiled
-    """The states from `start` on while each is not accepting and has one move, then -1 and
-    the bytes read, when that path ends at an accepting state with no move after at least
-    one byte (its language is that one string); empty otherwise or past `limit` bytes."""
-    states = np.empty(limit, np.int64)
-    read = np.empty(limit, np.int64)
+    """The bytes read from `start` while each state is not accepting and has one move, when
+    that path ends, after at least one byte, at an accepting state with no move (the language
+    of `start` is that one string); empty otherwise or past `limit` bytes."""
+    read = np.empty(limit, np.uint8)
+    none = read[:0]
     n = 0
     q = start
     while not acc[q]:
         if n == limit:
-            return np.empty(0, np.int64)
+            return none
         row = trans[q]
         move = -1
         for b in range(256):
             if row[b] != 0:
                 if move >= 0:
-                    return np.empty(0, np.int64)
+                    return none
                 move = b
         if move < 0:
-            return np.empty(0, np.int64)
-        states[n] = q
+            return none
         read[n] = move
         n += 1
         q = row[move]
     if n == 0:
-        return np.empty(0, np.int64)
+        return none
     row = trans[q]
     for b in range(256):
         if row[b] != 0:
-            return np.empty(0, np.int64)
-    out = np.empty(2 * n + 1, np.int64)
-    out[:n] = states[:n]
-    out[n] = -1
-    out[n + 1 :] = read[:n]
-    return out
+            return none
+    return read[:n]

@@ -228,20 +228,9 @@ def literal_rest(dfa: au.Dfa, state: int) -> bytes | None:
     """The one string `state` still accepts, when its language is a single non-empty string
     (the rest of a key or of an enum value; trimmed DFAs: one move per state up to an
     accepting state with none), else None. Its walks need no chains (`walk_vocabulary`).
-    Read along the path from `state` only (a pattern's table can be megabytes), and stored
-    for every state on it: the states after it have the rest's suffixes."""
-    rests: dict[int, bytes | None] = dfa.__dict__.setdefault("_literal_rests", {})
-    if state in rests:
-        return rests[state]
-    path = _trie.literal_path(dfa.trans, dfa.accepting, state, LITERAL_MAX_BYTES)
-    if not len(path):
-        rests[state] = None
-        return None
-    n = len(path) // 2
-    got = path[n + 1 :].astype(np.uint8).tobytes()
-    for k, q in enumerate(path[:n].tolist()):
-        rests[q] = got[k:]
-    return got
+    Read along the path from `state` only: a pattern's table can be megabytes."""
+    read = _trie.literal_path(dfa.trans, dfa.accepting, state, LITERAL_MAX_BYTES)
+    return read.tobytes() if len(read) else None
 
 
 def state_key(dfa: au.Dfa, state: int) -> Any:
