@@ -1100,3 +1100,33 @@ def test_stacks_are_interned_once_per_distinct_stack() -> None:
         assert np.array_equal(again.mask(), _oracle.brute_force_mask(again, index))
     assert again.is_accepting()
     assert len(rt._top) == stacks
+
+
+def test_states_are_interned_and_their_memos_hold_no_tracked_objects() -> None:
+    """Equal sets of configurations are one state whatever bytes led there, a second parse
+    adds no state, and the step memos (ints to ints) are nothing the garbage collector walks:
+    tuple keys holding frozensets were most of what full collections walked."""
+    import gc
+
+    grammar = CompiledGrammar.from_lark('start: ("ab" | "ba" | "c") "[" start? "]"')
+    index = _oracle.ByteIndex.of(["ab", "ba", "c["])
+    tid = index.token_bytes.index
+    ends = []
+    for path in (b"ab[", b"ba[", b"c["):
+        m = Matcher(grammar, index)
+        m.advance_bytes(path)
+        ends.append(m._history[-1])
+        assert np.array_equal(m.mask(), _oracle.brute_force_mask(m, index))
+    assert ends[0] == ends[1] == ends[2]
+    rt = m._rt
+    for data in (b"c[", b"]", b"]"):
+        m.advance(tid(data))
+    assert m.is_accepting()
+    states = len(rt._sets)
+    again = Matcher(grammar, index)
+    for data in (b"ab", b"[", b"c[", b"]", b"]"):
+        again.advance(tid(data))
+    assert again.is_accepting() and len(rt._sets) == states
+    gc.collect()
+    assert not gc.is_tracked(rt._step) and not gc.is_tracked(rt._token_step)
+    assert rt._step and rt._token_step

@@ -1,10 +1,16 @@
 """Shared run-time tables of one (compiled grammar, vocabulary) pair.
 
-A matcher state is a frozenset of configurations `(stack, lex)`: `stack` is a sequence of global
+A matcher state is a set of configurations `(stack, lex)`: `stack` is a sequence of global
 rule positions (return addresses, then the current position) at which the terminal of lexer
 state `lex` may be shifted, and `lex` is a global lexer state (terminal DFA state). Sets make
 the parser exact for ambiguous grammars (overlapping anyOf branches, keys that match both a
 declared name and a pattern) without backtracking.
+
+States are interned too: a state is the int naming its set (0 is the empty set, the dead
+state), so the step memo is keyed by one int (`state << 8 | byte`) and holds ints. Keys of
+tuples holding frozensets were hashed per lookup, and every memo entry was a container the
+garbage collector tracked: two thirds of the full collections of a MaskBench run came from
+them. The table of sets grows with the distinct states the parses visit, as the stacks do.
 
 Stacks are interned: a stack is an int naming (the stack below it, its top position), so a
 push, a pop or a replaced top costs one dict lookup whatever the depth (JSON nests rules
@@ -41,7 +47,7 @@ if TYPE_CHECKING:
 
 Stack = int  # an interned stack (`Runtime.push`); 0 is the empty stack
 Config = int  # stack * n_lex + lexer state
-State = frozenset[Config]
+State = int  # an interned set of configurations (`Runtime.intern`); 0 is the empty set
 
 MAX_STACK_DEPTH = 1000
 MAX_CONFIGS = 5000
@@ -108,8 +114,13 @@ class Runtime:
         )
         self._expand: dict[Stack, tuple[dict[int, tuple[Stack, ...]], bool]] = {}
         self._completions: dict[int, tuple[Config, ...]] = {}
-        self._step: dict[tuple[State, int], State] = {}
-        self._token_step: dict[tuple[State, int], State] = {}
+        # interned states: id -> its configurations; id 0 is the empty set (the dead state)
+        self._sets: list[frozenset[Config]] = [frozenset()]
+        self._set_ids: dict[frozenset[Config], State] = {frozenset(): 0}
+        self._step: dict[int, State] = {}  # state << 8 | byte
+        self._token_step: dict[int, State] = {}  # state * n_tokens + token
+        self._n_tokens = max(1, len(vocab.token_bytes))
+        self._after: dict[int, State] = {}  # the state right after a lexeme (`event_rows`)
         self._config_mask: BoundedCache[Config, np.ndarray] = BoundedCache(
             "masks by configuration", MASK_CACHE_BYTES
         )
@@ -225,7 +236,24 @@ class Runtime:
         # Only the initial state holds lexers that have read nothing, so whether the empty
         # string is complete is decided here once.
         self.initial_accepts = self.expand(root)[1]
-        return frozenset(self.starts(root))
+        return self.intern(frozenset(self.starts(root)))
+
+    def intern(self, configs: frozenset[Config]) -> State:
+        """The id of a set of configurations (ids start at 1 for non-empty sets: a live
+        state is never falsy)."""
+        got = self._set_ids.get(configs)
+        if got is None:
+            with self.lock:
+                got = self._set_ids.get(configs)
+                if got is None:
+                    got = len(self._sets)
+                    self._sets.append(configs)
+                    self._set_ids[configs] = got  # published last: readers see the set
+        return got
+
+    def configs(self, state: State) -> frozenset[Config]:
+        """The configurations of an interned state."""
+        return self._sets[state]
 
     # ------------------------------------------------------------ lexer side
 
@@ -281,7 +309,7 @@ class Runtime:
         return got
 
     def step(self, state: State, byte: int) -> State:
-        key = (state, byte)
+        key = state << 8 | byte
         got = self._step.get(key)
         if got is not None:
             return got
@@ -293,7 +321,7 @@ class Runtime:
             self.term_shift,
         )
         out: set[Config] = set()
-        for config in state:
+        for config in self._sets[state]:
             lex = config % n_lex
             if lex < n_table:
                 t = lex_term[lex]
@@ -314,7 +342,7 @@ class Runtime:
                         out.add(config2 - lex2 + nxt)
         if len(out) > MAX_CONFIGS:
             raise TooComplexError(f"more than {MAX_CONFIGS} live parses")
-        got = frozenset(out)
+        got = self.intern(frozenset(out)) if out else 0
         if len(self._step) > MAX_CACHE:
             self._step.clear()
         self._step[key] = got
@@ -328,12 +356,13 @@ class Runtime:
         return state
 
     def advance(self, state: State, token: int) -> State:
-        key = (state, token)
+        if not 0 <= token < self._n_tokens:
+            return 0
+        key = state * self._n_tokens + token
         got = self._token_step.get(key)
         if got is None:
-            tb = self.vocab.token_bytes
-            data = tb[token] if 0 <= token < len(tb) else b""
-            got = self.feed(state, data) if data else frozenset()
+            data = self.vocab.token_bytes[token]
+            got = self.feed(state, data) if data else 0
             if len(self._token_step) > MAX_CACHE:
                 self._token_step.clear()
             self._token_step[key] = got
@@ -343,7 +372,7 @@ class Runtime:
         got = self._accepting.get(state)
         if got is None:
             got = self.initial_accepts and state == self.initial
-            for config in state:
+            for config in self._sets[state]:
                 stack, lex = divmod(config, self.n_lex)
                 if self.accepts(lex):
                     term = self.term_of(lex)
@@ -390,12 +419,18 @@ class Runtime:
         byte to the configurations after the lexeme (memoised steps, all follow-up terminals
         at once), ranges whose first byte cannot follow skipped whole, and within a range the
         steps of a shared prefix taken once."""
-        after = frozenset(self.completions(stack, lex))
+        term_key = stack * self._n_terms + self.term_of(lex)
+        after = self._after.get(term_key)
+        if after is None:
+            after = self.intern(frozenset(self.completions(stack, lex)))
+            if len(self._after) > MAX_CACHE:
+                self._after.clear()
+            self._after[term_key] = after
         if not after:
             return _NO_ROWS
         step = self.step
         memo = self._step
-        lexes = [c % self.n_lex for c in after]
+        lexes = [c % self.n_lex for c in self._sets[after]]
         if any(self.accepts(lex2) for lex2 in lexes):  # a lexer that may end before any byte
             alive = {b for b in plan.firsts if step(after, b)}
         else:  # every lexer has read nothing: a byte can follow iff one of them takes it
@@ -417,7 +452,7 @@ class Runtime:
                 del states[lcp + 1 :]
                 st = states[-1]
                 for b in rest[lcp:]:
-                    nxt = memo.get((st, b))
+                    nxt = memo.get(st << 8 | b)
                     st = step(st, b) if nxt is None else nxt
                     if not st:
                         break
@@ -444,7 +479,7 @@ class Runtime:
         if got is not None:
             return got
         mask: np.ndarray | None = None
-        for config in state:
+        for config in self._sets[state]:
             m = self.config_mask(config)
             mask = m if mask is None else mask | m
         if mask is None:

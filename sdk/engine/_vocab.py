@@ -85,7 +85,7 @@ Event = tuple[int, np.ndarray, bytes]  # (column, matrix rows, content key of th
 Events = tuple[Event, ...]
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Walk:
     """Tokens walked through one lexer state: those that stay inside the lexeme to their last
     byte (`accepted`, matrix rows; `packed` as a bitmask for whole-vocabulary walks), and the
@@ -259,7 +259,7 @@ def state_key(dfa: au.Dfa, state: int) -> Any:
 _NO_ROWS = np.zeros(0, dtype=np.int32)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class SuffixPlan:
     """The small events of a whole-vocabulary walk as trie ranges: `ranges[k] = (c, lo, hi)`
     holds the tokens at trie positions lo:hi, which all died below one node and had a complete

@@ -127,7 +127,7 @@ class Matcher:
         if token_id in rt.vocab.eos_ids:
             if not self.is_accepting():
                 raise TokenRejectedError(f"end of sequence (token {token_id}) before completion")
-            self._history.append(frozenset())
+            self._history.append(0)  # the dead state
             self._tokens.append(token_id)
             return
         nxt = rt.advance(self._state, token_id)
