@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 Stack = int  # an interned stack (`Runtime.push`); 0 is the empty stack
 Config = int  # stack * n_lex + lexer state
 State = int  # an interned set of configurations (`Runtime.intern`); 0 is the empty set
+Configs = tuple[Config, ...]  # a state's configurations, sorted
 
 MAX_STACK_DEPTH = 1000
 MAX_CONFIGS = 5000
@@ -115,8 +116,8 @@ class Runtime:
         self._expand: dict[Stack, tuple[dict[int, tuple[Stack, ...]], bool]] = {}
         self._completions: dict[int, tuple[Config, ...]] = {}
         # interned states: id -> its configurations; id 0 is the empty set (the dead state)
-        self._sets: list[frozenset[Config]] = [frozenset()]
-        self._set_ids: dict[frozenset[Config], State] = {frozenset(): 0}
+        self._sets: list[Configs] = [()]
+        self._set_ids: dict[Configs, State] = {(): 0}
         self._step: dict[int, State] = {}  # state << 8 | byte
         self._token_step: dict[int, State] = {}  # state * n_tokens + token
         self._n_tokens = max(1, len(vocab.token_bytes))
@@ -236,22 +237,24 @@ class Runtime:
         # Only the initial state holds lexers that have read nothing, so whether the empty
         # string is complete is decided here once.
         self.initial_accepts = self.expand(root)[1]
-        return self.intern(frozenset(self.starts(root)))
+        return self.intern(set(self.starts(root)))
 
-    def intern(self, configs: frozenset[Config]) -> State:
+    def intern(self, configs: set[Config]) -> State:
         """The id of a set of configurations (ids start at 1 for non-empty sets: a live
-        state is never falsy)."""
-        got = self._set_ids.get(configs)
+        state is never falsy). A set is kept as its sorted tuple, not a frozenset: a tuple of
+        ints is untracked by the first garbage collection it meets, a frozenset never is."""
+        key = tuple(sorted(configs))
+        got = self._set_ids.get(key)
         if got is None:
             with self.lock:
-                got = self._set_ids.get(configs)
+                got = self._set_ids.get(key)
                 if got is None:
                     got = len(self._sets)
-                    self._sets.append(configs)
-                    self._set_ids[configs] = got  # published last: readers see the set
+                    self._sets.append(key)
+                    self._set_ids[key] = got  # published last: readers see the set
         return got
 
-    def configs(self, state: State) -> frozenset[Config]:
+    def configs(self, state: State) -> Configs:
         """The configurations of an interned state."""
         return self._sets[state]
 
@@ -342,7 +345,7 @@ class Runtime:
                         out.add(config2 - lex2 + nxt)
         if len(out) > MAX_CONFIGS:
             raise TooComplexError(f"more than {MAX_CONFIGS} live parses")
-        got = self.intern(frozenset(out)) if out else 0
+        got = self.intern(out) if out else 0
         if len(self._step) > MAX_CACHE:
             self._step.clear()
         self._step[key] = got
@@ -422,7 +425,7 @@ class Runtime:
         term_key = stack * self._n_terms + self.term_of(lex)
         after = self._after.get(term_key)
         if after is None:
-            after = self.intern(frozenset(self.completions(stack, lex)))
+            after = self.intern(set(self.completions(stack, lex)))
             if len(self._after) > MAX_CACHE:
                 self._after.clear()
             self._after[term_key] = after
