@@ -3,10 +3,12 @@
 Compiling and masking memoise a lot: regex ASTs and DFAs, per-vocabulary walks, per-grammar
 masks. Every such table is a `BoundedCache`, and all of them answer to
 one process-wide budget (`SDK_CACHE_BYTES`, default 256 MiB; `sdk.engine.caches` reads and
-sets it). A table also has its own cap, so one kind of entry cannot crowd out the rest. When a
-write takes the total over the budget, the largest tables are emptied until it fits again.
-Emptying wholesale (not LRU bookkeeping) keeps a hit one dict lookup; everything cached can
-be recomputed.
+sets it). A table also has its own cap, so one kind of entry cannot crowd out the rest. A
+table over its cap drops its oldest half; a write that takes the total over the budget drops
+the oldest entries of the largest tables until it fits again. Oldest by insertion, not by use:
+a hit stays one dict lookup with no bookkeeping, and an entry still in use is back after one
+recomputation. Emptying whole tables instead made every cached walk (a JSON string body's
+included) recomputed after each overflow; everything cached can be recomputed.
 
 Objects that live and die with something else (a tokenizer's index, a grammar's parse
 tables) are not memo tables and are not counted: they go with their owner.
@@ -51,15 +53,18 @@ class _Owner:
         self.total = 0
 
     def rebalance(self, keep: BoundedCache[object, object] | None = None) -> None:
-        """Recount, then empty the largest tables until the total fits (`keep`, the table
-        being written, goes last)."""
+        """Recount, then drop the oldest entries of the largest tables until the total fits
+        with an eighth of the budget to spare (`keep`, the table being written, goes last):
+        an overflow is not met again at the next write."""
         with self.lock:
             live = sorted(self.caches, key=lambda c: (c is not keep, c.nbytes))
             total = sum(c.nbytes for c in live)
-            while total > self.budget and live:
+            goal = self.budget - (self.budget >> 3)
+            while total > goal and live:
                 victim = live.pop()
-                total -= victim.nbytes
-                victim.clear()
+                before = victim.nbytes
+                victim.evict(max(0, before - (total - goal)))
+                total -= before - victim.nbytes
             self.total = total
 
 
@@ -69,10 +74,11 @@ _owner = _Owner()
 class BoundedCache(Generic[K, V]):
     """A dict of at most `cap` bytes of values, counted against the process budget."""
 
-    __slots__ = ("__weakref__", "_bytes", "_data", "_lock", "cap", "name")
+    __slots__ = ("__weakref__", "_bytes", "_data", "_lock", "_sizes", "cap", "name")
 
     def __init__(self, name: str, cap: int) -> None:
         self._data: dict[K, V] = {}
+        self._sizes: dict[K, int] = {}  # the bytes of every entry, oldest first
         self._bytes = 0
         self._lock = threading.Lock()  # writers only: a read is one atomic dict lookup
         self.cap = cap
@@ -88,9 +94,15 @@ class BoundedCache(Generic[K, V]):
 
     def put(self, key: K, value: V, nbytes: int) -> V:
         with self._lock:
+            old = self._sizes.pop(key, None)
+            if old is not None:  # a race computed it twice: the entry moves to the end
+                del self._data[key]
+                self._bytes -= old
+                _owner.total -= old
             if self._bytes + nbytes > self.cap:
-                self._clear()
+                self._evict((self.cap - nbytes) // 2)  # the oldest half goes
             self._data[key] = value
+            self._sizes[key] = nbytes
             self._bytes += nbytes
         _owner.total += nbytes  # racy by design: `rebalance` recounts exactly
         if _owner.total > _owner.budget:
@@ -99,12 +111,35 @@ class BoundedCache(Generic[K, V]):
 
     def clear(self) -> None:
         with self._lock:
-            self._clear()
+            self._evict(0)
 
-    def _clear(self) -> None:
-        _owner.total -= self._bytes
-        self._data.clear()
-        self._bytes = 0
+    def evict(self, target: int) -> None:
+        """Drop the oldest entries until at most `target` bytes are left."""
+        with self._lock:
+            self._evict(target)
+
+    def _evict(self, target: int) -> None:
+        if target <= 0:
+            _owner.total -= self._bytes
+            self._data.clear()
+            self._sizes.clear()
+            self._bytes = 0
+            return
+        over = self._bytes - target
+        if over <= 0:
+            return
+        gone: list[K] = []
+        freed = 0
+        for key, size in self._sizes.items():  # one pass: popping the front one at a time
+            if freed >= over:  # would rescan the deleted slots every time
+                break
+            gone.append(key)
+            freed += size
+        data, sizes = self._data, self._sizes
+        for key in gone:
+            del data[key], sizes[key]
+        self._bytes -= freed
+        _owner.total -= freed
 
     def __len__(self) -> int:
         return len(self._data)

@@ -96,6 +96,26 @@ def test_the_budget_bounds_all_tables_together(smollm2_index: Any, restore_budge
     assert sum(b for _, b in caches.usage().values()) <= 256 << 10
 
 
+def test_a_full_table_drops_its_oldest_entries_not_all(restore_budget: None) -> None:
+    """Over its cap a table keeps its newest half; over the budget the largest table drops
+    its oldest entries until the total fits with room to spare. Emptying a whole table made
+    every entry still in use (a string body's walk) recomputed after each overflow."""
+    from sdk._cache import BoundedCache
+
+    caches.clear()
+    table: BoundedCache[int, int] = BoundedCache("test table", 10 << 20)
+    for k in range(10):
+        table.put(k, k, 1 << 20)
+    table.put(10, 10, 1 << 20)  # over the cap: the oldest half goes
+    kept = [k for k in range(11) if table.get(k) is not None]
+    assert kept == [6, 7, 8, 9, 10] and table.nbytes == 5 << 20
+    caches.set_budget(4 << 20)  # down to 3.5 MiB: the two oldest go
+    assert [k for k in range(11) if table.get(k) is not None] == [8, 9, 10]
+    assert sum(b for _, b in caches.usage().values()) == 3 << 20
+    table.put(5, 5, 1 << 20)  # written again, as the newest: the total fits
+    assert [k for k in range(11) if table.get(k) is not None] == [5, 8, 9, 10]
+
+
 def test_masks_do_not_depend_on_the_budget(smollm2_index: Any, restore_budget: None) -> None:
     """Every table emptied at every write (budget 0) gives the same masks as a warm run: a
     cached value is only ever a shortcut."""
