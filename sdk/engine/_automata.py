@@ -17,7 +17,7 @@ import numpy as np
 from .._cache import BoundedCache
 from ..errors import TooComplexError
 from . import _regex as rx
-from ._dfa import Dfa, empty_dfa
+from ._dfa import COMPACT_MIN_STATES, IDENTITY, Dfa, empty_dfa
 from ._lazy import (
     LazyDfa,
     alternation,
@@ -61,11 +61,16 @@ def table(d: AnyDfa) -> Dfa:
     return materialize(d, MAX_DFA_STATES)
 
 
+#: Bytes per state that a table's first walk adds (`Dfa.chains`: 18 int32 per state).
+CHAIN_BYTES_PER_STATE = 72
+
+
 def cache_size(d: AnyDfa) -> int:
-    """Bytes a cached automaton holds (a table and its `table` copy; lazy ones are small but
-    for what they say they hold, a length product's levels)."""
+    """Bytes a cached automaton holds: its table and the chains its walks add (lazy ones are
+    small but for what they say they hold, a length product's levels). Grammars read tables
+    in place: no copy to count. With one column per byte class the chains are most of it."""
     if isinstance(d, Dfa):
-        return 2 * d.trans.nbytes + 512
+        return d.nbytes + CHAIN_BYTES_PER_STATE * d.n_states + 512
     return max(64 << 10, int(getattr(d, "nbytes", 0)))
 
 
@@ -203,7 +208,7 @@ class Nfa:
         for _ in range(dfa.n_states):
             self.state()
         end = self.state()
-        states, los, his, targets = _segments(dfa.trans)
+        states, los, his, targets = _segments(dfa)
         edges = self.edges
         for q, lo, hi, tgt in zip(
             states.tolist(), los.tolist(), his.tolist(), targets.tolist(), strict=True
@@ -219,7 +224,7 @@ def _countable(x: Dfa) -> bool:
     (`b*a` is refused: a block's start would stand both for "k items done" and for "inside
     item k + 1"): what a counted repeat numbered (count, X-state) needs."""
     return not (
-        x.nullable or x.n_states > 256 or x.trans[x.accepting].any() or (x.trans == 1).any()
+        x.nullable or x.n_states > 256 or x.table[x.accepting].any() or (x.table == 1).any()
     )
 
 
@@ -270,11 +275,11 @@ def _counted_sets(x: Dfa, lo: int, hi: int) -> Dfa | None:
     (no item starts past it), so they are computed once per shape and reused at every count:
     the Thompson NFA has `hi` copies of X, and its subsets cost a Python step per copy.
     Every state can finish (X is trimmed, and below `hi` another item may always start)."""
-    reps, classes = byte_classes(x.trans)
-    xt: list[list[int]] = x.trans[:, reps].tolist()
+    columns, classes = _columns(x)
+    xt: list[list[int]] = columns.tolist()
     acc: list[bool] = x.accepting.tolist()
     first = xt[1]
-    n_cls = len(reps)
+    n_cls = columns.shape[1]
     # per (shape, room): the distinct successors (count offset, shape) and, per byte class,
     # which of them it leads to (0: dead); a state's row is then a few lookups and one take
     memo: dict[tuple[_Shape, int], tuple[list[tuple[int, _Shape]], np.ndarray]] = {}
@@ -337,27 +342,39 @@ def _counted_sets(x: Dfa, lo: int, hi: int) -> Dfa | None:
             resolved.append(j)
         rows.append(np.asarray(resolved, dtype=np.int64)[pick])
         accepting.append(any(acc[q] and lo <= k0 + dk + 1 for dk, q in shape))
-    trans = np.stack(rows).astype(np.int32)[:, classes]
-    dfa = Dfa(np.ascontiguousarray(trans), np.asarray(accepting, dtype=bool))
+    trans = np.stack(rows).astype(np.int32)
+    dfa = with_classes(trans, np.asarray(accepting, dtype=bool), classes)
     # Word counts come out minimal; small results are minimised anyway (`(?:a+){1,3}` is
     # `a+`), big ones are left as built: minimising them cost more than building them.
     return minimize(dfa) if dfa.n_states <= COUNTED_SETS_MINIMIZE else dfa
 
 
-def _segments(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Runs of equal targets in every row: (state, first byte, last byte, target), dead dropped."""
-    n = trans.shape[0]
-    starts = np.ones((n, 256), dtype=bool)
+_BYTES = np.arange(256)
+
+
+def _segments(dfa: Dfa) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Runs of equal targets in every row: (state, first byte, last byte, target), dead dropped.
+    On runs of bytes of one class (a handful), not on 256 columns per state."""
+    if dfa.dense:
+        trans, run_lo, run_hi = dfa.table, _BYTES, _BYTES
+    else:
+        cls = dfa.classes
+        cut = np.flatnonzero(cls[1:] != cls[:-1]) + 1
+        run_lo = np.concatenate([[0], cut])
+        run_hi = np.concatenate([cut - 1, [255]])
+        trans = dfa.table[:, cls[run_lo]]  # one column per run of bytes
+    n, k = trans.shape
+    starts = np.ones((n, k), dtype=bool)
     starts[:, 1:] = trans[:, 1:] != trans[:, :-1]
     rows, cols = np.nonzero(starts)
     ends = np.empty_like(cols)
     ends[:-1] = cols[1:] - 1
     last_in_row = np.ones(len(rows), dtype=bool)
     last_in_row[:-1] = rows[1:] != rows[:-1]
-    ends[last_in_row] = 255
+    ends[last_in_row] = k - 1
     targets = trans[rows, cols]
     keep = (targets != 0) & (rows != 0)
-    return rows[keep], cols[keep], ends[keep], targets[keep]
+    return rows[keep], run_lo[cols[keep]], run_hi[ends[keep]], targets[keep]
 
 
 _seq_cache: BoundedCache[rx.Ranges, list[list[tuple[int, int]]]] = BoundedCache(
@@ -493,11 +510,44 @@ _BLOCK_ROWS = 4096
 
 def _joint_classes(a: Dfa, b: Dfa) -> tuple[np.ndarray, np.ndarray]:
     """The byte classes neither `a` nor `b` tells apart: (a representative byte per class,
-    the class of every byte), for constructions that run on one column per class."""
-    _, class_a = byte_classes(a.trans)
-    _, class_b = byte_classes(b.trans)
+    the class of every byte), for constructions that run on one column per class (`columns_at`)."""
+    class_a = _classes_of(a)
+    class_b = _classes_of(b)
     _, reps, class_ab = np.unique(class_a * 256 + class_b, return_index=True, return_inverse=True)
     return reps, class_ab.reshape(-1)
+
+
+def _classes_of(d: Dfa) -> np.ndarray:
+    """The class of every byte (int64), as few classes as `d` tells apart."""
+    return byte_classes(d.table)[1] if d.dense else d.classes.astype(np.int64)
+
+
+def _columns(d: Dfa) -> tuple[np.ndarray, np.ndarray]:
+    """`d`'s table with one column per class of bytes it tells apart, and the class of every
+    byte (int64)."""
+    if d.dense:
+        reps, classes = byte_classes(d.table)
+        return d.table[:, reps], classes
+    return d.table, d.classes.astype(np.int64)
+
+
+def columns_at(d: Dfa, reps: np.ndarray) -> np.ndarray:
+    """`d`'s moves on the bytes `reps` (one column each)."""
+    return d.table[:, d.classes[reps]]
+
+
+def with_classes(table: np.ndarray, accepting: np.ndarray, byte_class: np.ndarray) -> Dfa:
+    """The DFA of a table with one column per byte class (`byte_class[b]`: the column of byte
+    b), its identical columns merged: small tables are spread to one column per byte."""
+    if table.shape[0] < COMPACT_MIN_STATES:
+        return Dfa(
+            np.ascontiguousarray(np.take(table, byte_class, axis=1), dtype=np.int32), accepting
+        )
+    reps, merged = byte_classes(table)
+    classes = merged[byte_class]
+    return Dfa(
+        np.ascontiguousarray(table[:, reps], dtype=np.int32), accepting, classes.astype(np.uint8)
+    )
 
 
 def _exact_classes(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -559,16 +609,16 @@ def _bfs(start: np.ndarray, src: np.ndarray, dst: np.ndarray, n: int) -> np.ndar
 def _trim(trans: np.ndarray, acc: np.ndarray, byte_class: np.ndarray | None = None) -> Dfa:
     """Drop states that cannot reach acceptance or cannot be reached; renumber from 1.
 
-    With `byte_class` (the column of every byte), `trans` has one column per byte class and
-    is expanded to 256 columns only at the end: products and subset constructions know their
-    classes, and every step here then touches a few columns instead of 256."""
+    With `byte_class` (the column of every byte), `trans` has one column per byte class, and
+    so has the result: products and subset constructions know their classes, and every step
+    here then touches a few columns instead of 256."""
     n = trans.shape[0]
     acc = acc.copy()
     acc[0] = False
 
     def done(t: np.ndarray, accepting: np.ndarray) -> Dfa:
         t = np.ascontiguousarray(t, dtype=np.int32)
-        return Dfa(t if byte_class is None else np.take(t, byte_class, axis=1), accepting)
+        return Dfa(t, accepting) if byte_class is None else with_classes(t, accepting, byte_class)
 
     if n < 2:
         return Dfa(np.zeros((2, 256), dtype=np.int32), np.zeros(2, dtype=bool))
@@ -595,11 +645,11 @@ def _trim(trans: np.ndarray, acc: np.ndarray, byte_class: np.ndarray | None = No
 def minimize(dfa: Dfa, max_rounds: int = 24) -> Dfa:
     """Moore refinement with exact sorting (no hashing); returns `dfa` unchanged when it does
     not settle within `max_rounds` (long counting chains), which is still correct."""
-    trans, acc = dfa.trans, dfa.accepting
-    n = trans.shape[0]
+    acc = dfa.accepting
+    n = dfa.n_states
     if n <= 3:
         return dfa
-    t = trans[:, byte_classes(trans)[0]]
+    t, classes = _columns(dfa)
     cls = acc.astype(np.int64)
     cls[0] = -1  # keep the dead state alone (it is also the only non-coreachable state)
     count = len(np.unique(cls))
@@ -628,8 +678,8 @@ def minimize(dfa: Dfa, max_rounds: int = 24) -> Dfa:
     mapping = np.asarray([first_seen[c] for c in cls.tolist()], dtype=np.int64)
     reps = np.zeros(count, dtype=np.int64)
     reps[mapping[::-1]] = np.arange(n - 1, -1, -1)
-    new_trans = mapping[trans[reps]].astype(np.int32)
-    return Dfa(np.ascontiguousarray(new_trans), acc[reps].copy())
+    new_trans = mapping[t[reps]].astype(np.int32)
+    return with_classes(np.ascontiguousarray(new_trans), acc[reps].copy(), classes)
 
 
 # ---------------------------------------------------------------- products
@@ -648,8 +698,8 @@ def product(any_a: AnyDfa, any_b: AnyDfa, *, negate_b: bool = False, union: bool
     na, nb = a.n_states, b.n_states
     # Only bytes that a or b tell apart matter: run the BFS on one column per class.
     reps, class_ab = _joint_classes(a, b)
-    a_trans = a.trans[:, reps].astype(np.int64)
-    b_trans = b.trans[:, reps].astype(np.int64)
+    a_trans = columns_at(a, reps).astype(np.int64)
+    b_trans = columns_at(b, reps).astype(np.int64)
     if na * nb > DENSE_PAIRS:
         from ._pairs import DIFFERENCE, INTERSECTION, UNION, pair_bfs
 
@@ -719,13 +769,13 @@ def _product_table(
 
 def prefix_closed(d: Dfa) -> Dfa:
     """L(d)·Σ*: once an accepting state is reached, every continuation is accepted."""
-    trans = np.concatenate([d.trans, np.zeros((1, 256), dtype=np.int32)])
+    trans = np.concatenate([d.table, np.zeros((1, d.n_classes), dtype=np.int32)])
     sink = trans.shape[0] - 1
     trans[sink] = sink
     acc = np.concatenate([d.accepting, [True]])
     trans[acc] = sink
     trans[0] = 0
-    return _trim(trans, acc)
+    return _trim(trans, acc, d.classes.astype(np.int64))
 
 
 _rest_cache: BoundedCache[rx.Node, Dfa] = BoundedCache("lookahead continuations", 32 << 20)
@@ -776,7 +826,7 @@ def _bounded_length(look: rx.Look, after: Dfa) -> AnyDfa | None:
     if rep.max is None or u is None or not v:
         return None
     x = compile_node(rep.item)
-    if not isinstance(x, Dfa) or not _countable(x) or x.trans[1, v[0]] != 0:
+    if not isinstance(x, Dfa) or not _countable(x) or x.move(1, v[0]) != 0:
         return None
     width = item_width(x)
     table_tried = (rep.max + 1) * width * (after.n_states - 1) <= LENGTH_PRODUCT_MIN_PAIRS
@@ -813,7 +863,7 @@ def excluding_prefixes(after: Dfa, words: list[bytes]) -> Dfa:
     at[0] = 1
     for u in range(n_nodes):  # parents are created before their children
         for b, c in child[u].items():
-            at[c] = after.trans[at[u], b]
+            at[c] = after.move(at[u], b)
     # nodes with the same state of `after` and the same (merged) children accept the same
     # rests: one state for each, as minimisation would (word endings share their tails)
     same: dict[tuple[object, ...], int] = {}
@@ -876,8 +926,14 @@ def concat(any_a: AnyDfa, any_b: AnyDfa) -> AnyDfa:
             return lazy
     a, b = table(any_a), table(any_b)
     acc_a = a.accepting
-    b_first = b.trans[1] != 0
-    if (a.trans[acc_a][:, b_first] != 0).any():
+    if a.dense and b.dense:  # small parts: no classes to work out
+        reps, joint = IDENTITY, None
+        ta, tb = a.table, b.table
+    else:
+        reps, joint = _joint_classes(a, b)
+        ta, tb = columns_at(a, reps), columns_at(b, reps)
+    b_first = tb[1] != 0
+    if (ta[acc_a][:, b_first] != 0).any():
         if b.n_states <= SET_CONCAT_MAX:
             return _concat_sets(a, b)
         nfa = Nfa()
@@ -886,14 +942,17 @@ def concat(any_a: AnyDfa, any_b: AnyDfa) -> AnyDfa:
         nfa.eps[e1].append(s2)
         return determinize(nfa, s1, e2)
     off = a.n_states - 1
-    tb = np.where(b.trans[1:] > 0, b.trans[1:] + off, 0).astype(np.int32)
-    trans = np.concatenate([a.trans.astype(np.int32), tb])
+    trans = np.empty((a.n_states + b.n_states - 1, len(reps)), dtype=np.int32)
+    trans[: a.n_states] = ta
+    moved = trans[a.n_states :]
+    moved[:] = tb[1:]
+    np.add(moved, off, out=moved, where=moved > 0)
     rows = np.nonzero(acc_a)[0]
-    trans[rows] = np.where(trans[rows] != 0, trans[rows], tb[0][None, :])
+    trans[rows] = np.where(trans[rows] != 0, trans[rows], moved[0][None, :])
     acc = np.concatenate([acc_a & bool(b.accepting[1]), b.accepting[1:]])
     # Both parts are trimmed and non-empty, so every state still reaches acceptance; only
     # B's own start may have become unreachable, which is harmless.
-    return Dfa(trans, acc)
+    return Dfa(trans, acc) if joint is None else with_classes(trans, acc, joint)
 
 
 def _concat_sets(a: Dfa, b: Dfa) -> Dfa:
@@ -905,9 +964,9 @@ def _concat_sets(a: Dfa, b: Dfa) -> Dfa:
 
     reps, class_ab = _joint_classes(a, b)
     compact, acc, n = concat_bfs(
-        a.trans[:, reps].astype(np.int64),
+        columns_at(a, reps).astype(np.int64),
         a.accepting,
-        b.trans[:, reps].astype(np.int64),
+        columns_at(b, reps).astype(np.int64),
         b.accepting,
         MAX_DFA_STATES,
     )
@@ -927,20 +986,33 @@ def alternate(any_dfas: list[AnyDfa]) -> AnyDfa:
     dfas = [table(d) for d in nonempty]
     seen = np.zeros(256, dtype=bool)
     for d in dfas:
-        first = d.trans[1] != 0
+        first = d.first
         if (seen & first).any():
             return union(dfas)
         seen |= first
-    tables = [np.zeros((2, 256), dtype=np.int32)]
+    # one column per class of bytes that no part tells apart (per byte if all are small)
+    joint: np.ndarray | None = None
+    reps: np.ndarray = IDENTITY
+    if not all(d.dense for d in dfas):
+        joint = np.zeros(256, dtype=np.int64)
+        for d in dfas:
+            _, joint = np.unique(joint * 256 + _classes_of(d), return_inverse=True)
+            joint = joint.reshape(-1)
+        _, reps = np.unique(joint, return_index=True)
+    trans = np.zeros((2 + sum(d.n_states - 1 for d in dfas), len(reps)), dtype=np.int32)
     accs = [np.zeros(2, dtype=bool)]
     off = 1
     for d in dfas:
-        tables.append(np.where(d.trans[1:] > 0, d.trans[1:] + off, 0).astype(np.int32))
+        part = trans[off + 1 : off + d.n_states]
+        part[:] = (d.table if joint is None else columns_at(d, reps))[1:]
+        np.add(part, off, out=part, where=part > 0)
         accs.append(d.accepting[1:])
-        tables[0][1] += tables[-1][0]  # disjoint first bytes: rows add without clashing
+        trans[1] += part[0]  # disjoint first bytes: rows add without clashing
         accs[0][1] |= bool(d.accepting[1])
         off += d.n_states - 1
-    return Dfa(np.concatenate(tables), np.concatenate(accs))  # parts trimmed: so is this
+    acc = np.concatenate(accs)
+    # parts trimmed: so is this
+    return Dfa(trans, acc) if joint is None else with_classes(trans, acc, joint)
 
 
 #: Above this estimated size a sequence or alternation is built from the DFAs of its parts

@@ -1,7 +1,10 @@
-"""The table DFA every engine part reads: `trans[state, byte]`, state 0 dead, state 1 the start.
+"""The table DFA every engine part reads: state 0 dead, state 1 the start.
 
-Every state but 0 can still reach an accepting state (trimmed), so "live" means "can complete",
-which is what exact masks need. Tables too big to hold are `_lazy.LazyDfa`s instead.
+Bytes that no state tells apart share a column: `table[state, classes[byte]]` is the move.
+A hostname automaton of 27,600 states has four classes of bytes, and its table is 0.4 MB
+where one column per byte took 28 MB (and the constructions that made it several times that).
+Every state but 0 can still reach an accepting state (trimmed), so "live" means "can
+complete", which is what exact masks need. Tables too big to hold are `_lazy.LazyDfa`s instead.
 """
 
 from __future__ import annotations
@@ -14,6 +17,14 @@ import numpy as np
 
 _serial = itertools.count(1)
 
+#: The classes of a table with one column per byte (shared: `is` tells a dense table).
+#: Writable like every other class map: numba compiles a kernel apart for a read-only array.
+IDENTITY = np.arange(256, dtype=np.uint8)
+#: Tables of this many states or more keep one column per byte class; smaller ones one per
+#: byte (1 MB at most): working out the classes of every small table cost compile time, and
+#: the big tables (formats, length-bounded patterns) are where the memory is.
+COMPACT_MIN_STATES = 1024
+
 
 def next_serial() -> int:
     """A process-unique id for an automaton (table or lazy): the key of its cached walks."""
@@ -22,18 +33,54 @@ def next_serial() -> int:
 
 def empty_dfa() -> Dfa:
     """The empty language: a start state with no moves that does not accept."""
-    return Dfa(np.zeros((2, 256), dtype=np.int32), np.zeros(2, dtype=bool))
+    return Dfa(np.zeros((2, 1), dtype=np.int32), np.zeros(2, dtype=bool), np.zeros(256, np.uint8))
 
 
 @dataclass(eq=False)
 class Dfa:
-    trans: np.ndarray  # int32 [n_states, 256]; row 0 is the dead state
+    """Every column of `table` is the column of some byte. A big table given with one column
+    per byte is compacted on construction, whoever built it."""
+
+    table: np.ndarray  # int32 [n_states, n_classes]; row 0 is the dead state
     accepting: np.ndarray  # bool [n_states]
+    #: uint8 [256]: the column of every byte (`IDENTITY`: one column per byte)
+    classes: np.ndarray = field(default_factory=lambda: IDENTITY)
     serial: int = field(default_factory=next_serial)
+
+    def __post_init__(self) -> None:
+        if self.classes is IDENTITY and self.table.shape[0] >= COMPACT_MIN_STATES:
+            from ._automata import byte_classes
+
+            reps, classes = byte_classes(self.table)
+            if len(reps) < 256:
+                self.table = np.ascontiguousarray(self.table[:, reps], dtype=np.int32)
+                self.classes = classes.astype(np.uint8)
 
     @property
     def n_states(self) -> int:
-        return int(self.trans.shape[0])
+        return int(self.table.shape[0])
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.table.shape[1])
+
+    @property
+    def dense(self) -> bool:
+        return self.classes is IDENTITY
+
+    @property
+    def trans(self) -> np.ndarray:
+        """int32 [n_states, 256]: the moves with one column per byte. A copy unless the table
+        is dense: for tests, exports and small automata; engine paths read `table`."""
+        return self.table if self.classes is IDENTITY else self.table[:, self.classes]
+
+    def row(self, state: int) -> np.ndarray:
+        """int32 [256]: the moves of one state by byte (a view of a dense table's row)."""
+        row = self.table[state]
+        return row if self.classes is IDENTITY else row[self.classes]
+
+    def move(self, state: int, byte: int) -> int:
+        return int(self.table[state, self.classes[byte]])
 
     @cached_property
     def chains(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -42,26 +89,33 @@ class Dfa:
         walks take a subtree whole where it fits."""
         from ._trie import chains
 
-        return chains(self.trans)
+        return chains(self.table, self.classes)
 
     @property
     def first(self) -> np.ndarray:
         """bool [256]: the bytes the start state takes."""
-        return np.asarray(self.trans[1] != 0)
+        return np.asarray(self.row(1) != 0)
 
     @property
     def is_empty(self) -> bool:
         """The empty language (trimmed DFAs: the start is then dead-ended and non-accepting)."""
-        return not self.accepting[1] and not self.trans[1].any()
+        return not self.accepting[1] and not self.table[1].any()
 
     @property
     def nullable(self) -> bool:
         return bool(self.accepting[1])
 
+    @property
+    def nbytes(self) -> int:
+        return int(self.table.nbytes + self.accepting.nbytes) + (
+            0 if self.classes is IDENTITY else 256
+        )
+
     def matches(self, data: bytes) -> bool:
         s = 1
+        table, classes = self.table, self.classes
         for b in data:
-            s = int(self.trans[s, b])
+            s = int(table[s, classes[b]])
             if s == 0:
                 return False
         return bool(self.accepting[s])
@@ -73,9 +127,10 @@ class Dfa:
         harmless."""
         if not self.nullable:
             return self
-        if not self.trans[1].any():
+        if not self.table[1].any():
             return empty_dfa()
-        trans = np.concatenate([self.trans[:1], self.trans[1:2], self.trans[1:]], axis=0)
-        trans = np.where(trans > 0, trans + 1, 0).astype(np.int32)
+        t = self.table
+        table = np.concatenate([t[:1], t[1:2], t[1:]], axis=0)
+        table = np.where(table > 0, table + 1, 0).astype(np.int32)
         acc = np.concatenate([[False, False], self.accepting[1:]])
-        return Dfa(np.ascontiguousarray(trans), acc)
+        return Dfa(np.ascontiguousarray(table), acc, self.classes)

@@ -209,7 +209,7 @@ class _Table(LazyDfa):
         self.nullable = dfa.nullable
 
     def rows(self, qs: np.ndarray) -> np.ndarray:
-        return self.dfa.trans[qs].astype(np.int64)
+        return self.dfa.table[qs][:, self.dfa.classes].astype(np.int64)
 
     def acc(self, qs: np.ndarray) -> np.ndarray:
         return np.asarray(self.dfa.accepting[qs])
@@ -223,7 +223,8 @@ class _Table(LazyDfa):
 
     @property
     def final_out(self) -> np.ndarray:
-        return np.asarray((self.dfa.trans[self.dfa.accepting] != 0).any(axis=0))
+        d = self.dfa
+        return np.asarray((d.table[d.accepting] != 0).any(axis=0)[d.classes])
 
 
 def table_of(d: LazyDfa | Dfa) -> LazyDfa:
@@ -430,7 +431,7 @@ def item_moves(item: Dfa) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     inc = np.zeros(item.n_states, dtype=np.int64)
     pos[inner] = np.arange(len(inner))
     inc[np.nonzero(acc)[0]] = 1
-    sub = item.trans[inner]
+    sub = item.table[inner][:, item.classes]
     return sub != 0, pos[sub], inc[sub]
 
 

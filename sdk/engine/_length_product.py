@@ -34,9 +34,9 @@ MAX_TABLE_BYTES = 64 << 20
 _FAR = np.iinfo(np.int32).max
 
 
-def _walk(trans: np.ndarray, states: np.ndarray, text: bytes) -> np.ndarray:
+def _walk(trans: np.ndarray, cls: np.ndarray, states: np.ndarray, text: bytes) -> np.ndarray:
     for b in text:
-        states = trans[states, b]
+        states = trans[states, cls[b]]
     return states
 
 
@@ -52,8 +52,9 @@ class LengthProduct(LazyDfa):
         super().__init__()
         self.w = item_width(x)
         self.live_x, self.target, self.inc = item_moves(x)
-        self.rt = rest.trans  # int32, shared with `rest`: an int64 copy doubled the biggest
+        self.rt = rest.table  # int32, shared with `rest`: an int64 copy doubled the biggest
         # table of a compile (54 MB for a 26k-state continuation)
+        self.rcls = rest.classes.astype(np.int64)  # R's column of every byte
         self.racc = rest.accepting
         self.nr = nr = rest.n_states - 1
         self.u, self.v, self.lo, self.hi = u, v, lo, hi
@@ -67,10 +68,12 @@ class LengthProduct(LazyDfa):
         # R's state along u; whether R can still read v[j:] from each state
         path = [1]
         for b in u:
-            path.append(int(rest.trans[path[-1], b]))
+            path.append(rest.move(path[-1], b))
         self.u_path = path
         r_all = np.arange(1, nr + 1)
-        self.v_ok = np.stack([_walk(self.rt, r_all, v[j:]) != 0 for j in range(len(v) + 1)])
+        self.v_ok = np.stack(
+            [_walk(self.rt, self.rcls, r_all, v[j:]) != 0 for j in range(len(v) + 1)]
+        )
         self.levels = _levels(self, hi, reps)
         self.nbytes = self.levels.nbytes + self.rt.nbytes
 
@@ -108,7 +111,7 @@ class LengthProduct(LazyDfa):
             out[in_v] = self._v_step(j0 + 1, r0 + 1, bs[in_v])
         in_r = qs >= self.rb
         if in_r.any():
-            t = self.rt[qs[in_r] - self.rb + 1, bs[in_r]].astype(np.int64)
+            t = self.rt[qs[in_r] - self.rb + 1, self.rcls[bs[in_r]]].astype(np.int64)
             out[in_r] = np.where(t != 0, t + self.rb - 1, 0)
         return out
 
@@ -116,7 +119,7 @@ class LengthProduct(LazyDfa):
         kc, r0 = np.divmod(local, self.nr)
         k, c = np.divmod(kc, self.w)
         r = r0 + 1
-        r2 = self.rt[r, bs].astype(np.int64)
+        r2 = self.rt[r, self.rcls[bs]].astype(np.int64)
         k2 = k + self.inc[c, bs]
         c2 = self.target[c, bs]
         ok = self.live_x[c, bs] & (r2 != 0) & (k2 <= self.hi)
@@ -137,7 +140,7 @@ class LengthProduct(LazyDfa):
         return np.where(ok, np.where(done, self.rb + r - 1, self.vb + (j - 1) * self.nr + r - 1), 0)
 
     def _v_step(self, j: np.ndarray, r: np.ndarray, bs: np.ndarray) -> np.ndarray:
-        r2 = np.where(bs == self.v_arr[j], self.rt[r, bs].astype(np.int64), 0)
+        r2 = np.where(bs == self.v_arr[j], self.rt[r, self.rcls[bs]].astype(np.int64), 0)
         return self._after_v(j + 1, r2)
 
     def acc(self, qs: np.ndarray) -> np.ndarray:
@@ -165,7 +168,7 @@ class LengthProduct(LazyDfa):
 
     @property
     def final_out(self) -> np.ndarray:
-        return np.asarray((self.rt[1:][self.racc[1:]] != 0).any(axis=0))
+        return np.asarray((self.rt[1:][self.racc[1:]] != 0).any(axis=0)[self.rcls])
 
 
 class _Levels:
@@ -194,7 +197,7 @@ def _levels(p: LengthProduct, hi: int, reps: np.ndarray) -> _Levels:
     class that neither the item nor the pattern tells apart."""
     w, nr = p.w, p.nr
     n_pairs = w * nr
-    rt = p.rt[1:][:, reps].astype(np.int64)  # [nr, classes]
+    rt = p.rt[1:][:, p.rcls[reps]].astype(np.int64)  # [nr, classes]
     cl, ct, ci = p.live_x[:, reps], p.target[:, reps], p.inc[:, reps]  # [w, classes]
     ptr1, src1, ptr0, src0 = _edges_by_target(cl, ct, ci.astype(np.bool_), rt)
     finish = np.zeros(n_pairs, dtype=bool)
@@ -324,7 +327,7 @@ def length_product(
     """`(?=u X{lo,hi} v)rest` for a prefix-free item X (what `_lazy.counted` takes) and a
     non-empty v whose first byte X cannot start with; `reps` has a byte of every class that
     neither X nor `rest` tells apart. The empty automaton when nothing matches."""
-    assert v and x.trans[1, v[0]] == 0
+    assert v and x.move(1, v[0]) == 0
     out = LengthProduct(rest, u, x, lo, hi, v, reps)
     r = out.u_path[-1]
     if r == 0 or not out._c_alive(np.asarray([0]), np.asarray([0]), np.asarray([r]))[0]:

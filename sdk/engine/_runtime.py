@@ -87,8 +87,12 @@ class Runtime:
         self.term_base = bases
         self.lex_term: list[int] = [0] * total
         self.lex_local: list[int] = [0] * total
-        #: per table terminal: its moves as a flat memoryview (indexes like array("i"))
+        #: where a table state's row starts in its terminal's `term_moves` (local * width)
+        self.lex_row: list[int] = [0] * total
+        #: per table terminal: its moves as a flat memoryview (indexes like array("i")), a row
+        #: per state (`lex_row`), and the column of every byte
         self.term_moves: list[memoryview] = [_DEAD_ROW] * len(grammar.terminals)
+        self.term_classes: list[bytes] = [bytes(256)] * len(grammar.terminals)
         self.acc: list[bool] = [False] * total
         self._filled = bytearray(len(grammar.terminals))
         self.n_table = total  # lexer states below this come from table terminals
@@ -210,11 +214,14 @@ class Runtime:
         if isinstance(dfa, Dfa):
             base = self.term_base[t]
             n = dfa.n_states - 1
-            moves = np.ascontiguousarray(dfa.trans, dtype=np.int32)
+            moves = np.ascontiguousarray(dfa.table, dtype=np.int32)
+            self.term_classes[t] = dfa.classes.tobytes()
             self.term_moves[t] = moves.reshape(-1).data
             self.acc[base : base + n] = dfa.accepting[1:].tolist()
             self.lex_term[base : base + n] = [t] * n
             self.lex_local[base : base + n] = range(1, n + 1)
+            width = dfa.n_classes
+            self.lex_row[base : base + n] = range(width, (n + 1) * width, width)
         self._filled[t] = 1
 
     def completions(self, stack: Stack, lex: int) -> tuple[Config, ...]:
@@ -272,7 +279,8 @@ class Runtime:
     def target(self, lex: int, byte: int) -> int:
         if lex < self.n_table:
             t = self.lex_term[lex]
-            nxt = self.term_moves[t][self.lex_local[lex] * 256 + byte]
+            col = self.term_classes[t][byte]
+            nxt = self.term_moves[t][self.lex_row[lex] + col]
             return nxt + self.term_shift[t] if nxt else 0
         classes, targets, _ = self._lazy_row(lex)
         return targets[classes[byte]]
@@ -283,7 +291,7 @@ class Runtime:
         if got is None:
             if lex < self.n_table:
                 t = self.lex_term[lex]
-                row = cast("Dfa", self.terminals[t]).trans[self.lex_local[lex]]
+                row = cast("Dfa", self.terminals[t]).row(self.lex_local[lex])
             else:
                 classes, targets, _ = self._lazy_row(lex)
                 row = np.asarray(targets)[np.frombuffer(classes, dtype=np.uint8)]
@@ -317,18 +325,19 @@ class Runtime:
         if got is not None:
             return got
         acc, n_table, n_lex = self.acc, self.n_table, self.n_lex
-        lex_term, lex_local, moves, shift = (
+        lex_term, lex_row, moves, shift, columns = (
             self.lex_term,
-            self.lex_local,
+            self.lex_row,
             self.term_moves,
             self.term_shift,
+            self.term_classes,
         )
         out: set[Config] = set()
         for config in self._sets[state]:
             lex = config % n_lex
             if lex < n_table:
                 t = lex_term[lex]
-                nxt = moves[t][lex_local[lex] * 256 + byte]
+                nxt = moves[t][lex_row[lex] + columns[t][byte]]
                 if nxt:
                     nxt += shift[t]
                 final = acc[lex]

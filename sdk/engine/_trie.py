@@ -228,7 +228,7 @@ CHAIN_BYTES = 64
 
 @njit(cache=True, nogil=True)
 def _rest(
-    trans: np.ndarray, utf8: np.ndarray, memo: np.ndarray, u: int, p: int
+    trans: np.ndarray, cls: np.ndarray, utf8: np.ndarray, memo: np.ndarray, u: int, p: int
 ) -> int:  # pragma: no cover - compiled
     """The one state every rest of a character from UTF-8 state u (1-7) leads to from lexer
     state p, each byte alive; -1 if one dies or they part ways (memoised: -2 is unknown)."""
@@ -242,13 +242,13 @@ def _rest(
         v = utf8[u, b]
         if v == 8:
             continue
-        t = trans[p, b]
+        t = trans[p, cls[b]]
         if t == last_t and v == last_v:
             continue  # as the byte before
         last_t = t
         last_v = v
         if t != 0 and v != 0:
-            t = _rest(trans, utf8, memo, v, t)
+            t = _rest(trans, cls, utf8, memo, v, t)
         if t <= 0 or (got != -1 and t != got):
             got = -1
             break
@@ -259,7 +259,7 @@ def _rest(
 
 @njit(cache=True, nogil=True)
 def _multibyte_target(
-    trans: np.ndarray, utf8: np.ndarray, memo: np.ndarray, q: int
+    trans: np.ndarray, cls: np.ndarray, utf8: np.ndarray, memo: np.ndarray, q: int
 ) -> int:  # pragma: no cover - compiled
     """The one state every well-formed multi-byte character leads to from q, every byte on
     the way alive; -1 if there is none (one dies, or two characters part ways)."""
@@ -267,13 +267,13 @@ def _multibyte_target(
     last_p = -1
     last_u = -1
     for b in range(0xC2, 0xF5):
-        p = trans[q, b]
+        p = trans[q, cls[b]]
         u = utf8[0, b]
         if p == last_p and u == last_u:
             continue  # as the byte before
         last_p = p
         last_u = u
-        t = _rest(trans, utf8, memo, u, p) if p != 0 else -1
+        t = _rest(trans, cls, utf8, memo, u, p) if p != 0 else -1
         if t < 0 or (got != -1 and t != got):
             return -1
         got = t
@@ -290,9 +290,10 @@ def _popcount(x: np.uint64) -> int:  # pragma: no cover - compiled
 
 @njit(cache=True, nogil=True)
 def _chains(
-    trans: np.ndarray, utf8: np.ndarray, rounds: int
+    trans: np.ndarray, cls: np.ndarray, utf8: np.ndarray, rounds: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     n = trans.shape[0]
+    row = np.empty(256, trans.dtype)
     main = np.zeros(n, np.int64)  # the live target most bytes lead to (0: none)
     plain = np.zeros((n, 4), np.uint64)  # the bytes that lead there
     count = np.zeros(n, np.int64)
@@ -300,7 +301,8 @@ def _chains(
     memo = np.full((8, n), -2, np.int64)
     run_at = np.empty(257, np.int64)  # a row as runs of equal targets: starts, then 256
     for q in range(1, n):
-        row = trans[q]
+        for b in range(256):
+            row[b] = trans[q, cls[b]]
         n_runs = 0
         b = 0
         while b < 256:
@@ -328,7 +330,7 @@ def _chains(
                 if row[run_at[r]] == best:
                     for b in range(run_at[r], run_at[r + 1]):
                         plain[q, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
-            chars[q] = _multibyte_target(trans, utf8, memo, q)
+            chars[q] = _multibyte_target(trans, cls, utf8, memo, q)
     total = np.zeros(n, np.int64)
     for q in range(1, n):
         for w in range(4):
@@ -434,7 +436,9 @@ def _chain_step(
     return 1, (1 if chars[q] == m else 0)
 
 
-def chains(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def chains(
+    trans: np.ndarray, cls: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per state q, a byte set P(q) and depths h(q), w(q): every string of at most h(q) bytes,
     all in P(q), keeps the lexer alive from q (the chain of states most bytes lead to: a
     string body loops on itself, h unbounded; a length counter steps to its next count, h =
@@ -445,7 +449,7 @@ def chains(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     UTF-8 state u and lexer state p inside a character, the state every rest of the
     character leads to (`rest[u, p]`; below 1 if none or unknown): a node inside a character
     is taken whole when its rest leads into a chain that fits."""
-    reach, safe, wide, rest = _chains(trans, UTF8, CHAIN_BYTES)
+    reach, safe, wide, rest = _chains(trans, cls, UTF8, CHAIN_BYTES)
     return reach, safe, wide, rest.astype(np.int32)
 
 
@@ -476,6 +480,7 @@ def _walk_trie(
     phase: np.ndarray,
     max_depth: int,
     trans: np.ndarray,
+    cls: np.ndarray,
     acc: np.ndarray,
     reach: np.ndarray,
     safe: np.ndarray,
@@ -506,7 +511,7 @@ def _walk_trie(
     stop = 0
     while True:
         if i >= stop:
-            while b0 < 256 and (roots[b0] < 0 or trans[start, b0] == 0):
+            while b0 < 256 and (roots[b0] < 0 or trans[start, cls[b0]] == 0):
                 b0 += 1
             if b0 == 256:
                 break
@@ -516,7 +521,7 @@ def _walk_trie(
         d = depth[i]
         while n_acc > 0 and acc_at[n_acc - 1] >= d:
             n_acc -= 1
-        q = trans[state[d - 1], byte[i]]
+        q = trans[state[d - 1], cls[byte[i]]]
         if q == 0:
             # every token below dies here: one event per depth where the lexeme was complete
             if n_acc > 0:
@@ -599,6 +604,7 @@ def _walk_trie(
 def walk_trie(
     trie: Trie,
     trans: np.ndarray,
+    cls: np.ndarray,
     acc: np.ndarray,
     chain: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     state: int,
@@ -623,6 +629,7 @@ def walk_trie(
         trie.phase,
         trie.max_depth,
         trans,
+        cls,
         acc,
         chain[0],
         chain[1],
@@ -643,6 +650,7 @@ def walk_rows(
     rows: np.ndarray,
     col: int,
     trans: np.ndarray,
+    cls: np.ndarray,
     acc: np.ndarray,
     start: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
@@ -663,7 +671,7 @@ def walk_rows(
         n_ends = 0
         dead = False
         for k in range(col, last + 1):
-            q = trans[q, matrix[r, k]]
+            q = trans[q, cls[matrix[r, k]]]
             if q == 0:
                 dead = True
                 break
@@ -700,7 +708,7 @@ def pack_rows(ids: np.ndarray, rows: np.ndarray, packed_len: int) -> np.ndarray:
 
 @njit(cache=True, nogil=True)
 def canonical_form(
-    trans: np.ndarray, acc: np.ndarray, start: int, limit: int
+    trans: np.ndarray, cls: np.ndarray, acc: np.ndarray, start: int, limit: int
 ) -> np.ndarray:  # pragma: no cover - compiled
     """The sub-automaton reachable from `start` as int32s, equal exactly for isomorphic ones
     (empty if it has more than `limit` states): states numbered breadth first with successors
@@ -716,7 +724,7 @@ def canonical_form(
     while i < n:
         row = trans[order[i]]
         for b in range(256):
-            v = row[b]
+            v = row[cls[b]]
             if v != 0 and number[v] < 0:
                 if n >= limit:
                     return np.empty(0, np.int32)
@@ -732,7 +740,7 @@ def canonical_form(
         k += 1
         prev = -1
         for b in range(256):
-            v = row[b]
+            v = row[cls[b]]
             if v != prev:
                 out[k] = b
                 out[k + 1] = number[v] + 1 if v != 0 else 0
@@ -743,7 +751,7 @@ def canonical_form(
 
 @njit(cache=True, nogil=True)
 def literal_path(
-    trans: np.ndarray, acc: np.ndarray, start: int, limit: int
+    trans: np.ndarray, cls: np.ndarray, acc: np.ndarray, start: int, limit: int
 ) -> np.ndarray:  # pragma: no cover - compiled
     """The bytes read from `start` while each state is not accepting and has one move, when
     that path ends, after at least one byte, at an accepting state with no move (the language
@@ -758,7 +766,7 @@ def literal_path(
         row = trans[q]
         move = -1
         for b in range(256):
-            if row[b] != 0:
+            if row[cls[b]] != 0:
                 if move >= 0:
                     return none
                 move = b
@@ -766,11 +774,11 @@ def literal_path(
             return none
         read[n] = move
         n += 1
-        q = row[move]
+        q = row[cls[move]]
     if n == 0:
         return none
     row = trans[q]
-    for b in range(256):
+    for b in range(row.shape[0]):
         if row[b] != 0:
             return none
     return read[:n]

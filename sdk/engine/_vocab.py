@@ -21,6 +21,7 @@ import numpy as np
 from .._cache import BoundedCache
 from . import _automata as au
 from . import _trie
+from ._dfa import IDENTITY
 from ._lazy import LazyDfa
 
 
@@ -164,7 +165,7 @@ def cached_walk(
         if rows is not None and len(rows) > BUCKET_MIN_ROWS and rows_key:
             # a big boundary event (tokens after a whitespace run, say) meets many follow-up
             # terminals: look only at the rows whose next byte this state takes
-            rows = _rows_starting_with(vocab, rows, col, rows_key, dfa.trans[state] != 0)
+            rows = _rows_starting_with(vocab, rows, col, rows_key, dfa.row(state) != 0)
         if rows is None:  # whole-vocabulary walks are only ever used as a bitmask
             packed, ranges = walk_vocabulary(vocab, dfa, state)
             got = Walk(_NO_ROWS, range_events(vocab, ranges, SMALL_EVENT_ROWS), packed, ranges)
@@ -229,7 +230,7 @@ def literal_rest(dfa: au.Dfa, state: int) -> bytes | None:
     (the rest of a key or of an enum value; trimmed DFAs: one move per state up to an
     accepting state with none), else None. Its walks need no chains (`walk_vocabulary`).
     Read along the path from `state` only: a pattern's table can be megabytes."""
-    read = _trie.literal_path(dfa.trans, dfa.accepting, state, LITERAL_MAX_BYTES)
+    read = _trie.literal_path(dfa.table, dfa.classes, dfa.accepting, state, LITERAL_MAX_BYTES)
     return read.tobytes() if len(read) else None
 
 
@@ -244,12 +245,14 @@ def state_key(dfa: au.Dfa, state: int) -> Any:
     got = keys.get(state)
     if got is None:
         got = (dfa.serial, state)
-        n_live = int(np.count_nonzero(dfa.trans[state]))
+        n_live = int(np.count_nonzero(dfa.row(state)))
         rest = literal_rest(dfa, state) if n_live == 1 else None
         if rest is not None:
             got = (LITERAL, rest)
         elif n_live >= WIDE_STATE_BYTES:
-            form = _trie.canonical_form(dfa.trans, dfa.accepting, state, SIGNATURE_MAX_STATES)
+            form = _trie.canonical_form(
+                dfa.table, dfa.classes, dfa.accepting, state, SIGNATURE_MAX_STATES
+            )
             if len(form):
                 got = hashlib.blake2b(form.tobytes(), digest_size=20).digest()
         keys[state] = got
@@ -339,10 +342,13 @@ def walk_vocabulary(vocab: Vocab, dfa: au.Dfa, state: int) -> tuple[np.ndarray, 
         # Chains (which let a walk take a subtree whole) never apply to a single path, and
         # building them for a new key's DFA cost more than the walk.
         trans, acc, chains = _literal_table(key[1])
+        classes = IDENTITY
         state = 1
     else:
-        trans, acc, chains = dfa.trans, dfa.accepting, dfa.chains
-    packed, ranges = _trie.walk_trie(vocab.trie, trans, acc, chains, state, vocab.packed_len)
+        trans, classes, acc, chains = dfa.table, dfa.classes, dfa.accepting, dfa.chains
+    packed, ranges = _trie.walk_trie(
+        vocab.trie, trans, classes, acc, chains, state, vocab.packed_len
+    )
     if len(ranges) > 1:
         ranges = ranges[np.lexsort((ranges[:, 1], ranges[:, 0]))]
     return packed, ranges
@@ -406,7 +412,7 @@ def walk(
     inside the lexeme at their last byte, and the boundary events of the rows that die."""
     rows = np.ascontiguousarray(rows, dtype=np.int64)
     kept, ev_col, ev_row = _trie.walk_rows(
-        vocab.matrix, vocab.row_lengths, rows, col, dfa.trans, dfa.accepting, state
+        vocab.matrix, vocab.row_lengths, rows, col, dfa.table, dfa.classes, dfa.accepting, state
     )
     if not len(ev_col):
         return kept, ()

@@ -2,8 +2,8 @@
 
 Compiled DFAs, parsed definitions, per-vocabulary walks and per-grammar masks are memoised in
 tables that share one process-wide budget (default 256 MiB, or `SDK_CACHE_BYTES` in the
-environment at import). Over it, the largest tables are emptied first. Each table also has a
-cap of its own. A server that holds many grammars sets the budget it can spare; a test that
+environment at import). Over it, the oldest entries of the largest tables are dropped first.
+Each table also has a cap of its own. A server that holds many grammars sets the budget it can spare; a test that
 wants cold timings calls `clear()`.
 """
 

@@ -376,7 +376,7 @@ class _Writer:
         cached = self.dfa_rules.get(dfa.serial)
         if cached is not None:
             return cached
-        if dfa.n_states < 2 or not (dfa.trans[1].any() or dfa.accepting[1]):
+        if dfa.n_states < 2 or not (dfa.table[1].any() or dfa.accepting[1]):
             raise GrammarError(f"the lookahead in {where} admits no text (empty language)")
         base = self.fresh(f"{where}-la")
         state_names = {1: base}
@@ -409,7 +409,7 @@ def _codepoint_edges(dfa: Dfa, state: int) -> Iterator[tuple[int, rx.Ranges]]:
 
     memo: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
     by_target: dict[int, list[tuple[int, int]]] = {}
-    row = dfa.trans[state]
+    row = dfa.row(state)
     leads = (
         (0x00, 0x7F, 0, 0x7F),
         (0xC2, 0xDF, 1, 0x1F),
@@ -438,7 +438,7 @@ def _suffixes(
     if got is not None:
         return got
     out: list[tuple[int, int, int]] = []
-    row = dfa.trans[state]
+    row = dfa.row(state)
     shift = 6 * (k - 1)
     for b in range(0x80, 0xC0):
         t = int(row[b])
