@@ -1131,3 +1131,25 @@ def test_states_are_interned_and_their_memos_hold_no_tracked_objects() -> None:
     gc.collect()
     assert not gc.is_tracked(rt._step) and not gc.is_tracked(rt._token_step)
     assert rt._step and rt._token_step
+
+
+def test_a_big_dfa_keeps_one_column_per_byte_class() -> None:
+    """A table of thousands of states that tells few bytes apart has a column per class, not
+    per byte; its moves by byte are those of the regex, and the masks (trie walks over the
+    class table) equal the brute force (runtime steps over it) along a long parse."""
+    from sdk.engine._dfa import COMPACT_MIN_STATES, IDENTITY
+
+    dfa = compile_regex("[a-z]{0,1500}x")
+    assert isinstance(dfa, Dfa) and dfa.n_states >= COMPACT_MIN_STATES
+    assert dfa.classes is not IDENTITY and dfa.n_classes <= 4
+    assert dfa.trans.shape == (dfa.n_states, 256)
+    assert dfa.matches(b"ab" * 700 + b"x") and not dfa.matches(b"a" * 1501 + b"x")
+    assert not dfa.matches(b"aB" + b"x")
+    grammar = CompiledGrammar.from_lark("start: /[a-z]{0,1500}x/")
+    index = _oracle.ByteIndex.of(["ab", "abcd", "zx", "xa", "Ab"])
+    m = Matcher(grammar, index)
+    for k, data in enumerate([b"abcd"] * 370 + [b"ab", b"zx"]):
+        if k % 37 == 0 or k > 365:
+            assert np.array_equal(m.mask(), _oracle.brute_force_mask(m, index)), k
+        m.advance(index.token_bytes.index(data))
+    assert m.is_accepting()
