@@ -17,7 +17,7 @@ import numpy as np
 from .._cache import BoundedCache
 from ..errors import TooComplexError
 from . import _regex as rx
-from ._dfa import COMPACT_MIN_STATES, IDENTITY, Dfa, empty_dfa
+from ._dfa import COMPACT_MIN_STATES, IDENTITY, Dfa, byte_classes, empty_dfa
 from ._lazy import (
     LazyDfa,
     alternation,
@@ -484,30 +484,6 @@ def determinize(nfa: Nfa, start: int, end: int) -> Dfa:
     return _trim(compact, np.asarray(acc, dtype=bool), byte_class)
 
 
-def byte_classes(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Bytes whose columns are identical in `trans`: (one representative byte per class,
-    class of every byte). Columns are bucketed by a random 64-bit fingerprint, then every
-    bucket is verified exactly (a collision only costs the slow exact path)."""
-    n = trans.shape[0]
-    weights = _fingerprint_weights(n)
-    # In blocks of rows: a whole uint64 copy of a 20k-state table is 40 MB. The sum of the
-    # blocks' products wraps modulo 2^64 as one product does.
-    h = np.zeros(trans.shape[1], dtype=np.uint64)
-    for lo in range(0, n, _BLOCK_ROWS):
-        h += weights[lo : lo + _BLOCK_ROWS] @ trans[lo : lo + _BLOCK_ROWS].astype(np.uint64)
-    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    column = first[inverse]
-    for lo in range(0, n, _BLOCK_ROWS):
-        block = trans[lo : lo + _BLOCK_ROWS]
-        if (block != block[:, column]).any():  # a fingerprint collision: be exact
-            return _exact_classes(trans)
-    return in_first_seen_order(first, inverse)
-
-
-_BLOCK_ROWS = 4096
-
-
 def _joint_classes(a: Dfa, b: Dfa) -> tuple[np.ndarray, np.ndarray]:
     """The byte classes neither `a` nor `b` tells apart: (a representative byte per class,
     the class of every byte), for constructions that run on one column per class (`columns_at`)."""
@@ -548,32 +524,6 @@ def with_classes(table: np.ndarray, accepting: np.ndarray, byte_class: np.ndarra
     return Dfa(
         np.ascontiguousarray(table[:, reps], dtype=np.int32), accepting, classes.astype(np.uint8)
     )
-
-
-def _exact_classes(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    _, reps, inverse = np.unique(trans.T, axis=0, return_index=True, return_inverse=True)
-    return in_first_seen_order(reps, inverse)
-
-
-def in_first_seen_order(first: np.ndarray, inverse: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`np.unique`'s (first index, inverse) renumbered so that class k is the k-th to appear:
-    (first member of each class, ascending; class of every item)."""
-    order = np.argsort(first, kind="stable")
-    remap = np.empty(len(first), dtype=np.int64)
-    remap[order] = np.arange(len(first))
-    return first[order], remap[inverse.reshape(-1)]
-
-
-_weights_cache: BoundedCache[int, np.ndarray] = BoundedCache("fingerprint weights", 16 << 20)
-
-
-def _fingerprint_weights(n: int) -> np.ndarray:
-    size = 1 << max(10, (n - 1).bit_length())
-    w = _weights_cache.get(size)
-    if w is None:
-        w = np.random.default_rng(0x5D4).integers(1, 2**63, size, dtype=np.uint64) | 1
-        _weights_cache.put(size, w, w.nbytes)
-    return w[:n]
 
 
 def _edges(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -15,6 +15,8 @@ from functools import cached_property
 
 import numpy as np
 
+from .._cache import BoundedCache
+
 _serial = itertools.count(1)
 
 #: The classes of a table with one column per byte (shared: `is` tells a dense table).
@@ -49,8 +51,6 @@ class Dfa:
 
     def __post_init__(self) -> None:
         if self.classes is IDENTITY and self.table.shape[0] >= COMPACT_MIN_STATES:
-            from ._automata import byte_classes
-
             reps, classes = byte_classes(self.table)
             if len(reps) < 256:
                 self.table = np.ascontiguousarray(self.table[:, reps], dtype=np.int32)
@@ -134,3 +134,56 @@ class Dfa:
         table = np.where(table > 0, table + 1, 0).astype(np.int32)
         acc = np.concatenate([[False, False], self.accepting[1:]])
         return Dfa(np.ascontiguousarray(table), acc, self.classes)
+
+
+# ---------------------------------------------------------------- byte classes
+
+
+def byte_classes(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes whose columns are identical in `trans`: (one representative byte per class,
+    class of every byte). Columns are bucketed by a random 64-bit fingerprint, then every
+    bucket is verified exactly (a collision only costs the slow exact path)."""
+    n = trans.shape[0]
+    weights = _fingerprint_weights(n)
+    # In blocks of rows: a whole uint64 copy of a 20k-state table is 40 MB. The sum of the
+    # blocks' products wraps modulo 2^64 as one product does.
+    h = np.zeros(trans.shape[1], dtype=np.uint64)
+    for lo in range(0, n, _BLOCK_ROWS):
+        h += weights[lo : lo + _BLOCK_ROWS] @ trans[lo : lo + _BLOCK_ROWS].astype(np.uint64)
+    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    column = first[inverse]
+    for lo in range(0, n, _BLOCK_ROWS):
+        block = trans[lo : lo + _BLOCK_ROWS]
+        if (block != block[:, column]).any():  # a fingerprint collision: be exact
+            return _exact_classes(trans)
+    return in_first_seen_order(first, inverse)
+
+
+_BLOCK_ROWS = 4096
+
+
+def _exact_classes(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    _, reps, inverse = np.unique(trans.T, axis=0, return_index=True, return_inverse=True)
+    return in_first_seen_order(reps, inverse)
+
+
+def in_first_seen_order(first: np.ndarray, inverse: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`np.unique`'s (first index, inverse) renumbered so that class k is the k-th to appear:
+    (first member of each class, ascending; class of every item)."""
+    order = np.argsort(first, kind="stable")
+    remap = np.empty(len(first), dtype=np.int64)
+    remap[order] = np.arange(len(first))
+    return first[order], remap[inverse.reshape(-1)]
+
+
+_weights_cache: BoundedCache[int, np.ndarray] = BoundedCache("fingerprint weights", 16 << 20)
+
+
+def _fingerprint_weights(n: int) -> np.ndarray:
+    size = 1 << max(10, (n - 1).bit_length())
+    w = _weights_cache.get(size)
+    if w is None:
+        w = np.random.default_rng(0x5D4).integers(1, 2**63, size, dtype=np.uint64) | 1
+        _weights_cache.put(size, w, w.nbytes)
+    return w[:n]
