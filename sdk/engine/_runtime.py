@@ -124,7 +124,7 @@ class Runtime:
         self._set_ids: dict[Configs, State] = {(): 0}
         self._step: dict[int, State] = {}  # state << 8 | byte
         self._token_step: dict[int, State] = {}  # state * n_tokens + token
-        self._n_tokens = max(1, len(vocab.token_bytes))
+        self._n_tokens = len(vocab.token_bytes)
         self._after: dict[int, State] = {}  # the state right after a lexeme (`event_rows`)
         self._config_mask: BoundedCache[Config, np.ndarray] = BoundedCache(
             "masks by configuration", MASK_CACHE_BYTES
@@ -260,10 +260,6 @@ class Runtime:
                     self._sets.append(key)
                     self._set_ids[key] = got  # published last: readers see the set
         return got
-
-    def configs(self, state: State) -> Configs:
-        """The configurations of an interned state."""
-        return self._sets[state]
 
     # ------------------------------------------------------------ lexer side
 
