@@ -16,7 +16,7 @@ def reachable(d: au.Dfa, q: int) -> set[int]:
     seen, todo = {q}, [q]
     while todo:
         x = todo.pop()
-        for t in set(d.trans[x].tolist()) - {0} - seen:
+        for t in set(d.row(x).tolist()) - {0} - seen:
             seen.add(t)
             todo.append(t)
     return seen
@@ -39,7 +39,7 @@ def run_table(d: au.Dfa, q: int, data: bytes) -> list[tuple[bool, bool]]:
     out = []
     for k in range(len(data) + 1):
         if k:
-            q = int(d.trans[q, data[k - 1]])
+            q = d.move(q, data[k - 1])
         out.append((q != 0, bool(q) and bool(d.accepting[q])))
         if not q:
             break

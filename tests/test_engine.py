@@ -907,7 +907,7 @@ def test_a_state_with_one_string_left_is_walked_once_by_that_string() -> None:
     def after(dfa: Dfa, data: bytes) -> int:
         q = 1
         for b in data:
-            q = int(dfa.trans[q, b])
+            q = dfa.move(q, b)
         return q
 
     q_long, q_short = after(long, b'"pass'), after(short, b'"s')
@@ -946,8 +946,8 @@ def test_literal_rest_is_the_one_string_a_state_accepts(words: list[str]) -> Non
 
     def language(q: int) -> set[bytes]:
         out = {b""} if dfa.accepting[q] else set()
-        for b in np.flatnonzero(dfa.trans[q]).tolist():
-            out |= {bytes([b]) + rest for rest in language(int(dfa.trans[q, b]))}
+        for b in np.flatnonzero(dfa.row(q)).tolist():
+            out |= {bytes([b]) + rest for rest in language(dfa.move(q, b))}
         return out
 
     for q in range(1, dfa.n_states):

@@ -128,11 +128,11 @@ def test_walks_along_token_paths_and_shared_keys_are_exact(
     for _ in range(12):  # random walks along live moves, then one byte past
         s, x = bytearray(), q
         while len(s) < horizon - 1:
-            live = np.nonzero(full.trans[x])[0].tolist()
+            live = np.nonzero(full.row(x))[0].tolist()
             if not live:
                 break
             s.append(rng.choice(live))
-            x = int(full.trans[x, s[-1]])
+            x = full.move(x, s[-1])
         s.append(rng.randrange(256))
         paths.append(bytes(s))
     window = lazy.window_along(q, _levels(paths))

@@ -823,7 +823,8 @@ def excluding_prefixes(after: Dfa, words: list[bytes]) -> Dfa:
         canon[u] = same.setdefault(sig, u)
     # states: 0 dead, 1..n_nodes the trie nodes, then after's states 1.. shifted by n_nodes
     shift = n_nodes
-    moved = np.where(after.trans != 0, after.trans + shift, 0).astype(np.int32)
+    dense = after.trans  # per byte: the trie's rows below set single bytes
+    moved = np.where(dense != 0, dense + shift, 0).astype(np.int32)
     rows = moved[at]
     rows[at == 0] = 0
     for u in range(n_nodes):
