@@ -457,10 +457,14 @@ def test_compiled_walks_agree_with_a_plain_python_walk(pattern: str) -> None:
     tb = [INDEX.token_bytes[t] for t in vocab.ids.tolist()]
     for state in range(1, dfa.n_states):
         kept, events = _plain_walk(tb, dfa, state)
-        packed, ranges = _vocab.walk_vocabulary(vocab, dfa, state)
+        packed, kept_rows, ranges = _vocab.walk_vocabulary(vocab, dfa, state)
         trie_events = _vocab.range_events(vocab, ranges)
         rows, row_events = _vocab.walk(vocab, dfa, state, every, 0)
-        assert (packed == _vocab.pack_rows(vocab, np.asarray(sorted(kept), dtype=np.int64))).all()
+        if packed is None:  # few kept: their rows, not a bitmask
+            assert set(kept_rows.tolist()) == kept and len(kept_rows) <= vocab.packed_len // 4
+        else:
+            assert len(kept) > vocab.packed_len // 4
+            assert (packed == _vocab.pack_rows(vocab, np.asarray(sorted(kept), np.int64))).all()
         assert set(rows.tolist()) == kept, state
         as_set = lambda evs: {(c, r) for c, rows, _ in evs for r in rows.tolist()}  # noqa: E731
         assert as_set(trie_events) == as_set(row_events) == events, state
@@ -496,9 +500,12 @@ def _check_walks_on(words: list[bytes], pattern: str) -> None:
     dfa = compile_regex(pattern)
     for state in range(1, dfa.n_states):
         kept, events = _plain_walk(tokens, dfa, state)
-        packed, ranges = _vocab.walk_vocabulary(vocab, dfa, state)
+        packed, kept_rows, ranges = _vocab.walk_vocabulary(vocab, dfa, state)
         got = _vocab.range_events(vocab, ranges)
-        assert (packed == _vocab.pack_rows(vocab, np.asarray(sorted(kept), dtype=np.int64))).all()
+        if packed is None:
+            assert sorted(kept_rows.tolist()) == sorted(kept)
+        else:
+            assert (packed == _vocab.pack_rows(vocab, np.asarray(sorted(kept), np.int64))).all()
         assert {(c, r) for c, rows, _ in got for r in rows.tolist()} == events
 
 
@@ -920,7 +927,9 @@ def test_a_state_with_one_string_left_is_walked_once_by_that_string() -> None:
             continue
         walk = _vocab.classify(vocab, short, q)
         kept, events = _plain_walk(tokens, short, q)
-        assert (walk.packed == _vocab.pack_rows(vocab, np.asarray(sorted(kept), np.int64))).all()
+        assert (
+            walk.bits(vocab) == _vocab.pack_rows(vocab, np.asarray(sorted(kept), np.int64))
+        ).all()
         got = _vocab.range_events(vocab, walk.ranges)
         assert {(c, r) for c, rows, _ in got for r in rows.tolist()} == events
     closing = _vocab.classify(vocab, short, after(short, b'"sword'))  # `"` left
@@ -1153,3 +1162,49 @@ def test_a_big_dfa_keeps_one_column_per_byte_class() -> None:
             assert np.array_equal(m.mask(), _oracle.brute_force_mask(m, index)), k
         m.advance(index.token_bytes.index(data))
     assert m.is_accepting()
+
+
+def test_cached_terminal_tables_keep_one_column_per_byte_class() -> None:
+    """A small terminal's table, as cached for reuse (a key, a number), has a column per byte
+    class: the table of `"description"` has 15 states and 12 columns, not 256. Its moves by
+    byte are those of the table built with one column per byte, and the masks of a grammar
+    built on such tables equal the brute force."""
+    from sdk.engine import _automata as au
+    from sdk.engine import _regex as rx
+
+    key = compile_regex(r'"description"')
+    dense = au.compile_node(rx.parse(r'"description"'))
+    assert isinstance(key, Dfa) and isinstance(dense, Dfa) and dense.dense
+    assert key.n_classes == len(set(b'"description"')) + 1 and not key.dense
+    assert np.array_equal(key.trans, dense.trans) and np.array_equal(key.accepting, dense.accepting)
+    grammar = CompiledGrammar.from_schema(
+        {"type": "object", "properties": {"description": {"type": "integer"}}}
+    )
+    tables = [t for t in grammar.terminals if isinstance(t, Dfa)]
+    assert tables and all(t.n_classes < 64 for t in tables)
+    index = _oracle.ByteIndex.of(['{"', "description", '":', "1", "2", "}", '"', "d", " "])
+    m = Matcher(grammar, index)
+    for data in ['{"', "description", '":', "1", "2", "}"]:
+        assert np.array_equal(m.mask(), _oracle.brute_force_mask(m, index)), data
+        m.advance(index.token_bytes.index(data.encode()))
+    assert m.is_accepting()
+
+
+def test_a_walk_keeping_few_tokens_holds_rows_and_equal_bitmasks_are_one_array() -> None:
+    """A whole-vocabulary walk keeping fewer tokens than its bitmask has bytes holds their
+    rows (most walks keep a handful, and a 49k-token bitmask is 6 KB), and walks of
+    different automata that keep the same many tokens share one bitmask."""
+    from sdk.engine import _vocab
+
+    vocab = _vocab.vocab_of(INDEX)
+    few = _vocab.classify(vocab, compile_regex(r'"description"'), 1)
+    assert few.packed is None
+    assert [INDEX.token_bytes[t] for t in vocab.ids[few.accepted].tolist()] == [b'"']
+    assert np.flatnonzero(np.unpackbits(few.bits(vocab), bitorder="little")).tolist() == [
+        INDEX.token_bytes.index(b'"')
+    ]
+    one, other = compile_regex(r'[^"]*"[a-z]{70}'), compile_regex(r'[^"]*"[a-z]{0,70}')
+    w1, w2 = _vocab.classify(vocab, one, 1), _vocab.classify(vocab, other, 1)
+    assert w1 is not w2 and w1.packed is not None and w1.packed is w2.packed
+    assert w1.ranges is not None and w2.ranges is not None
+    assert not np.array_equal(w1.ranges, w2.ranges)  # the walks differ in their events

@@ -65,6 +65,11 @@ def table(d: AnyDfa) -> Dfa:
 CHAIN_BYTES_PER_STATE = 72
 
 
+def compacted(d: AnyDfa) -> AnyDfa:
+    """`Dfa.compacted` for a table; a lazy automaton as it is."""
+    return d.compacted() if isinstance(d, Dfa) else d
+
+
 def cache_size(d: AnyDfa) -> int:
     """Bytes a cached automaton holds: its table and the chains its walks add (lazy ones are
     small but for what they say they hold, a length product's levels). Grammars read tables
@@ -1134,6 +1139,6 @@ def compile_regex(text: str, *, ignore_case: bool = False) -> AnyDfa:
     key = (text, ignore_case)
     dfa = _regex_cache.get(key)
     if dfa is None:
-        dfa = compile_node(rx.parse(text, ignore_case=ignore_case))
+        dfa = compacted(compile_node(rx.parse(text, ignore_case=ignore_case)))
         _regex_cache.put(key, dfa, cache_size(dfa))
     return dfa

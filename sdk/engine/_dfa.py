@@ -91,6 +91,22 @@ class Dfa:
 
         return chains(self.table, self.classes)
 
+    def compacted(self) -> Dfa:
+        """This automaton with one column per byte class (the same states, language and
+        serial, so the same cached walks), for a table about to be cached for reuse: a
+        literal key's table of 15 states is 15 KB with a column per byte and 0.7 KB with one
+        per class, and such tables were most of what the compile caches held. Intermediate
+        tables of a construction stay dense (classes for all of them cost compile time)."""
+        if self.classes is not IDENTITY:
+            return self
+        from ._trie import small_table_classes
+
+        reps, classes = small_table_classes(self.table)
+        if 2 * len(reps) > 256:
+            return self
+        table = np.ascontiguousarray(self.table[:, reps])
+        return Dfa(table, self.accepting, classes, self.serial)
+
     @property
     def first(self) -> np.ndarray:
         """bool [256]: the bytes the start state takes."""

@@ -343,7 +343,7 @@ class _Parser:
         return self.char(ord(c))
 
 
-_parsed: BoundedCache[tuple[str, bool], Node] = BoundedCache("regex ASTs", 16 << 20)
+_parsed: BoundedCache[tuple[str, bool], Node] = BoundedCache("regex ASTs", 4 << 20)
 
 
 def parse(text: str, *, ignore_case: bool = False) -> Node:

@@ -490,7 +490,9 @@ def _walk_trie(
     full: np.ndarray,
     bits: np.ndarray,
     roots: np.ndarray,
-) -> np.ndarray:  # pragma: no cover - compiled
+    order: np.ndarray,
+    sparse_max: int,
+) -> tuple[np.ndarray, np.ndarray, bool]:  # pragma: no cover - compiled
     state = np.empty(max_depth + 1, np.int32)
     state[0] = start
     acc_at = np.empty(max_depth + 1, np.int64)  # depths on the current path where it accepts
@@ -582,6 +584,15 @@ def _walk_trie(
                 n_run += 1
             taken += hi - lo
     n_pos = tid.shape[0]
+    if taken <= sparse_max:
+        # few tokens stay inside: their matrix rows, not a bitmask of the whole vocabulary
+        rows = np.empty(taken, np.int32)
+        k = 0
+        for r in range(n_run):
+            for p in range(run_lo[r], run_hi[r]):
+                rows[k] = order[p]
+                k += 1
+        return events[:n_ev], rows, False
     if 2 * taken > n_pos:
         # most tokens stay inside: start from all of them and clear the gaps between runs
         bits[:] = full
@@ -598,7 +609,7 @@ def _walk_trie(
             for p in range(run_lo[r], run_hi[r]):
                 t = tid[p]
                 bits[t >> 3] |= np.uint8(1 << (t & 7))
-    return events[:n_ev]
+    return events[:n_ev], np.empty(0, np.int32), True
 
 
 def walk_trie(
@@ -609,12 +620,15 @@ def walk_trie(
     chain: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     state: int,
     packed_len: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Every token from lexer state `state`: the packed bitmask (by token id) of those that stay
-    inside the lexeme to their last byte, and the boundary events of the others as rows
-    (depth c, lo, hi): tokens at positions lo:hi died after the lexeme was complete at byte c."""
+) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+    """Every token from lexer state `state`: those that stay inside the lexeme to their last
+    byte, as a packed bitmask by token id, or (None, their matrix rows) when they are few
+    enough that the rows take less memory (the median walk keeps 4 tokens of 49,152: a
+    bitmask is 6 KB of a cached walk, the rows 16 bytes); and the boundary events of the
+    others as rows (depth c, lo, hi): tokens at positions lo:hi died after the lexeme was
+    complete at byte c."""
     bits = np.zeros(packed_len, dtype=np.uint8)
-    events = _walk_trie(
+    events, rows, dense = _walk_trie(
         trie.byte,
         trie.depth,
         trie.skip,
@@ -639,8 +653,10 @@ def walk_trie(
         trie.full,
         bits,
         trie.roots,
+        trie.order,
+        packed_len // 4,  # int32 rows up to the bitmask's size
     )
-    return bits, events
+    return (bits if dense else None), rows, events
 
 
 @njit(cache=True, nogil=True)
@@ -704,6 +720,43 @@ def _pack(ids: np.ndarray, rows: np.ndarray, packed_len: int) -> np.ndarray:  # 
 def pack_rows(ids: np.ndarray, rows: np.ndarray, packed_len: int) -> np.ndarray:
     """The packed bitmask (by token id) of matrix rows `rows`, whose ids are `ids[rows]`."""
     return _pack(ids, np.ascontiguousarray(rows, dtype=np.int64), packed_len)
+
+
+@njit(cache=True, nogil=True)
+def small_table_classes(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
+    """`_dfa.byte_classes` for a table with one column per byte and few rows (~5 us where the
+    vectorised one takes 40-100 us): columns hashed, equal hashes verified, classes numbered
+    in first-seen order. Returns (representative byte per class, uint8 class per byte)."""
+    n = table.shape[0]
+    h = np.empty(256, np.uint64)
+    for b in range(256):
+        acc = np.uint64(14695981039346656037)
+        for s in range(n):
+            acc = (acc ^ np.uint64(table[s, b])) * np.uint64(1099511628211)
+        h[b] = acc
+    classes = np.empty(256, np.uint8)
+    reps = np.empty(256, np.int64)
+    k = 0
+    for b in range(256):
+        found = -1
+        for c in range(k):
+            r = reps[c]
+            if h[r] == h[b]:
+                same = True
+                for s in range(n):
+                    if table[s, r] != table[s, b]:
+                        same = False
+                        break
+                if same:
+                    found = c
+                    break
+        if found < 0:
+            reps[k] = b
+            classes[b] = k
+            k += 1
+        else:
+            classes[b] = found
+    return reps[:k], classes
 
 
 @njit(cache=True, nogil=True)

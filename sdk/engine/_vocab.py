@@ -89,9 +89,10 @@ Events = tuple[Event, ...]
 @dataclass(frozen=True, eq=False, slots=True)
 class Walk:
     """Tokens walked through one lexer state: those that stay inside the lexeme to their last
-    byte (`accepted`, matrix rows; `packed` as a bitmask for whole-vocabulary walks), and the
-    boundary events of the others: (c, rows, key) where the lexeme was complete after byte c
-    and the rest must be checked against whatever the parser allows next."""
+    byte (`accepted`, matrix rows; or, for a whole-vocabulary walk keeping more tokens than
+    its rows would take bytes, `packed`, a bitmask by token id), and the boundary events of
+    the others: (c, rows, key) where the lexeme was complete after byte c and the rest must be
+    checked against whatever the parser allows next."""
 
     accepted: np.ndarray
     events: Events  # whole-vocabulary walks: only the big ones (see SMALL_EVENT_ROWS)
@@ -101,6 +102,10 @@ class Walk:
     #: `suffix_plan`'s answer, set on first use (an attribute, not a weak-keyed table: one
     #: object fewer per walk for the garbage collector to track)
     plan: SuffixPlan | None = None
+
+    def bits(self, vocab: Vocab) -> np.ndarray:
+        """The kept tokens as a packed bitmask by token id (shared: do not write to it)."""
+        return self.packed if self.packed is not None else pack_rows(vocab, self.accepted)
 
 
 def _per_vocab(vocab: Vocab, name: str, size: int) -> Any:
@@ -166,16 +171,30 @@ def cached_walk(
             # a big boundary event (tokens after a whitespace run, say) meets many follow-up
             # terminals: look only at the rows whose next byte this state takes
             rows = _rows_starting_with(vocab, rows, col, rows_key, dfa.row(state) != 0)
-        if rows is None:  # whole-vocabulary walks are only ever used as a bitmask
-            packed, ranges = walk_vocabulary(vocab, dfa, state)
-            got = Walk(_NO_ROWS, range_events(vocab, ranges, SMALL_EVENT_ROWS), packed, ranges)
+        if rows is None:
+            packed, kept, ranges = walk_vocabulary(vocab, dfa, state)
+            if packed is not None:
+                packed = _shared_bitmask(vocab, packed)
+            got = Walk(kept, range_events(vocab, ranges, SMALL_EVENT_ROWS), packed, ranges)
         else:
             accepted, events = walk(vocab, dfa, state, rows, col)
             got = Walk(accepted.astype(np.int32), events, None)
         size = 200 + got.accepted.nbytes + sum(r.nbytes + 64 for _, r, _ in got.events)
-        for extra in (got.packed, got.ranges):
-            size += extra.nbytes if extra is not None else 0
+        if got.ranges is not None:  # the bitmask is counted where it is shared
+            size += got.ranges.nbytes
         cache.put(key, got, size)
+    return got
+
+
+def _shared_bitmask(vocab: Vocab, packed: np.ndarray) -> np.ndarray:
+    """One array per distinct bitmask of kept tokens. The walks that keep most tokens are
+    string bodies and the like, reached from thousands of states of different automata, and
+    keep few distinct sets: on the dev schemas 7,422 bitmasks held 255 distinct values."""
+    cache = _per_vocab(vocab, "walk bitmasks", 32 << 20)
+    key = hashlib.blake2b(packed.data, digest_size=16).digest()
+    got = cache.get(key)
+    if got is None:
+        got = cache.put(key, packed, packed.nbytes + 100)
     return got
 
 
@@ -272,7 +291,7 @@ class SuffixPlan:
 
     # Arrays, not lists: a plan is built for every new walk (a list of lists cost more than
     # the walk's check), and arrays are nothing the garbage collector has to walk.
-    ranges: np.ndarray  # (k, 3) int64
+    ranges: np.ndarray  # (k, 3) int32
     first: np.ndarray  # (k,) uint8
     firsts: frozenset[int]
 
@@ -332,10 +351,13 @@ def pack_rows(vocab: Vocab, rows: np.ndarray) -> np.ndarray:
     return _trie.pack_rows(vocab.ids, rows, vocab.packed_len)
 
 
-def walk_vocabulary(vocab: Vocab, dfa: au.Dfa, state: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every token from `state`: the packed bitmask of those still inside the lexeme at their
-    last byte, and the boundary events of those that die as trie position ranges (c, lo, hi),
-    sorted: the tokens at positions lo:hi died after the lexeme was complete after byte c."""
+def walk_vocabulary(
+    vocab: Vocab, dfa: au.Dfa, state: int
+) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+    """Every token from `state`: those still inside the lexeme at their last byte (a packed
+    bitmask, or None and their matrix rows when they are few: `_trie.walk_trie`), and the
+    boundary events of those that die as trie position ranges (c, lo, hi), sorted: the tokens
+    at positions lo:hi died after the lexeme was complete after byte c."""
     key = state_key(dfa, state)
     if isinstance(key, tuple) and key[0] == LITERAL:
         # One string left: walk a table of just that string (same language, same walk).
@@ -346,12 +368,12 @@ def walk_vocabulary(vocab: Vocab, dfa: au.Dfa, state: int) -> tuple[np.ndarray, 
         state = 1
     else:
         trans, classes, acc, chains = dfa.table, dfa.classes, dfa.accepting, dfa.chains
-    packed, ranges = _trie.walk_trie(
+    packed, kept, ranges = _trie.walk_trie(
         vocab.trie, trans, classes, acc, chains, state, vocab.packed_len
     )
     if len(ranges) > 1:
         ranges = ranges[np.lexsort((ranges[:, 1], ranges[:, 0]))]
-    return packed, ranges
+    return packed, kept, ranges.astype(np.int32)  # half the bytes of a cached walk's ranges
 
 
 #: Chains that never take a subtree whole (`_trie.chains`' shapes, all zero), for any

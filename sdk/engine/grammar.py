@@ -441,7 +441,7 @@ def _union_dfa(members: list[au.AnyDfa]) -> au.AnyDfa:
     key = tuple(d.serial for d in members)
     dfa = _union_dfas.get(key)
     if dfa is None:
-        dfa = au.alternate(members)
+        dfa = au.compacted(au.alternate(members))
         _union_dfas.put(key, dfa, au.cache_size(dfa))
     return dfa
 
@@ -522,7 +522,7 @@ def _load_definitions(gb: GrammarBuilder, text: str) -> None:
 def _compile_ast(ast: rx.Node) -> au.AnyDfa:
     dfa = _ast_cache.get(ast)
     if dfa is None:
-        dfa = au.compile_node(ast)
+        dfa = au.compacted(au.compile_node(ast))
         _ast_cache.put(ast, dfa, au.cache_size(dfa))
     return dfa
 
