@@ -349,7 +349,9 @@ _parsed: BoundedCache[tuple[str, bool], Node] = BoundedCache("regex ASTs", 4 << 
 def parse(text: str, *, ignore_case: bool = False) -> Node:
     """Parse regex `text`; raises `RegexError` for syntax outside the dialect.
 
-    Memoised (ASTs are immutable): schemas repeat the same formats and key patterns."""
+    Memoised in a small table (ASTs are immutable): across schemas the texts rarely repeat
+    (2 hits in 4,708 lookups on the dev MaskBench run, where a 16 MiB table churned 112 MiB
+    out of the shared budget); repeated terminals are caught by the DFA memo keyed by AST."""
     key = (text, ignore_case)
     node = _parsed.get(key)
     if node is None:
