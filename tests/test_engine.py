@@ -470,6 +470,13 @@ def test_compiled_walks_agree_with_a_plain_python_walk(pattern: str) -> None:
         assert as_set(trie_events) == as_set(row_events) == events, state
 
 
+def _walk_bits(vocab: Any, walk: Any) -> Any:
+    """A whole-vocabulary walk's kept tokens as a packed bitmask, whichever way it holds them."""
+    from sdk.engine import _vocab
+
+    return walk.packed if walk.packed is not None else _vocab.pack_rows(vocab, walk.accepted)
+
+
 def _plain_walk(tokens: list[bytes], dfa: Any, state: int) -> tuple[set[int], set[tuple[int, int]]]:
     """Reference: each token byte by byte from `state`; kept rows and (column, row) events."""
     trans, acc = dfa.trans.tolist(), dfa.accepting.tolist()
@@ -928,7 +935,7 @@ def test_a_state_with_one_string_left_is_walked_once_by_that_string() -> None:
         walk = _vocab.classify(vocab, short, q)
         kept, events = _plain_walk(tokens, short, q)
         assert (
-            walk.bits(vocab) == _vocab.pack_rows(vocab, np.asarray(sorted(kept), np.int64))
+            _walk_bits(vocab, walk) == _vocab.pack_rows(vocab, np.asarray(sorted(kept), np.int64))
         ).all()
         got = _vocab.range_events(vocab, walk.ranges)
         assert {(c, r) for c, rows, _ in got for r in rows.tolist()} == events
@@ -1200,7 +1207,7 @@ def test_a_walk_keeping_few_tokens_holds_rows_and_equal_bitmasks_are_one_array()
     few = _vocab.classify(vocab, compile_regex(r'"description"'), 1)
     assert few.packed is None
     assert [INDEX.token_bytes[t] for t in vocab.ids[few.accepted].tolist()] == [b'"']
-    assert np.flatnonzero(np.unpackbits(few.bits(vocab), bitorder="little")).tolist() == [
+    assert np.flatnonzero(np.unpackbits(_walk_bits(vocab, few), bitorder="little")).tolist() == [
         INDEX.token_bytes.index(b'"')
     ]
     one, other = compile_regex(r'[^"]*"[a-z]{70}'), compile_regex(r'[^"]*"[a-z]{0,70}')

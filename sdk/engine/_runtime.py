@@ -402,9 +402,9 @@ class Runtime:
         stack, lex = divmod(config, self.n_lex)
         term = self.term_of(lex)
         classes = _vocab.classify(self.vocab, self.terminals[term], self.local_of(lex))
-        parts: list[np.ndarray] = []
         # the walk's kept tokens are its bitmask, or a few rows packed with the events' rows
         rows = [classes.accepted] if classes.packed is None else []
+        shared = [classes.packed] if classes.packed is not None else []
         if classes.ranges is not None and len(classes.ranges):
             # big events (tokens after a whitespace run) are walked per follow-up terminal,
             # small ones checked token by token (see event_rows)
@@ -412,20 +412,17 @@ class Runtime:
             plan = _vocab.suffix_plan(self.vocab, classes)
             if len(plan.ranges):
                 rows.append(self.event_rows(stack, lex, plan))
-        if rows:
-            parts.append(_vocab.pack_rows(self.vocab, np.concatenate(rows)))
-        if classes.packed is not None:
-            parts.append(classes.packed)
         if self.accepts(lex):
-            parts.extend(self.config_mask(nxt) for nxt in self.completions(stack, lex))
-        if rows:  # the packed rows are a new array: OR the rest into it
-            mask = parts[0]
-            for part in parts[1:]:
-                np.bitwise_or(mask, part, out=mask)
-        else:  # one new array (the walk's and the cached masks are shared)
-            mask = parts[0] if len(parts) == 1 else np.bitwise_or(parts[0], parts[1])
-            for part in parts[2:]:
-                np.bitwise_or(mask, part, out=mask)
+            shared.extend(self.config_mask(nxt) for nxt in self.completions(stack, lex))
+        # the walk's and the cached masks are shared: OR them into a new array, if any
+        if rows:
+            mask, rest = _vocab.pack_rows(self.vocab, np.concatenate(rows)), shared
+        elif len(shared) == 1:
+            mask, rest = shared[0], []
+        else:
+            mask, rest = np.bitwise_or(shared[0], shared[1]), shared[2:]
+        for part in rest:
+            np.bitwise_or(mask, part, out=mask)
         return self._config_mask.put(config, mask, mask.nbytes + 200)
 
     def event_rows(self, stack: Stack, lex: int, plan: _vocab.SuffixPlan) -> np.ndarray:

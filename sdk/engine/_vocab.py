@@ -103,10 +103,6 @@ class Walk:
     #: object fewer per walk for the garbage collector to track)
     plan: SuffixPlan | None = None
 
-    def bits(self, vocab: Vocab) -> np.ndarray:
-        """The kept tokens as a packed bitmask by token id (shared: do not write to it)."""
-        return self.packed if self.packed is not None else pack_rows(vocab, self.accepted)
-
 
 def _per_vocab(vocab: Vocab, name: str, size: int) -> Any:
     """The byte-bounded cache `name` of `vocab`, created on first use. It hangs on the
