@@ -138,6 +138,24 @@ def test_big_products_number_pairs_as_small_ones_do(a: str, b: str, mode: str) -
     assert np.array_equal(dense.accepting, hashed.accepting), (a, b, mode)
 
 
+@pytest.mark.parametrize("dense_pairs", [1 << 20, 0])
+def test_a_product_past_the_state_limit_is_refused_by_both_numberings(
+    dense_pairs: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compiled BFS stops at the limit without building rows (a refused table attempt
+    comes before a lazy automaton): a refusal, never a truncated table."""
+    a = au.table(au.compile_regex("[a-z]{0,30}"))
+    b = au.table(au.compile_regex("(?:[a-m][n-z]){0,20}"))
+    full = au.product(a, b)
+    monkeypatch.setattr(au, "DENSE_PAIRS", dense_pairs)
+    monkeypatch.setattr(au, "MAX_DFA_STATES", full.n_states - 2)
+    with pytest.raises(TooComplexError, match="DFA states"):
+        au.product(a, b)
+    monkeypatch.setattr(au, "MAX_DFA_STATES", full.n_states + 1)
+    got = au.product(a, b)
+    assert np.array_equal(got.trans, full.trans)
+
+
 @given(a=_regexes(), b=_regexes(), data=st.data())
 @settings(max_examples=150, deadline=None)
 def test_concatenation_over_sets_of_states_is_subset_construction(

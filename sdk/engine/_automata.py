@@ -526,9 +526,9 @@ def with_classes(table: np.ndarray, accepting: np.ndarray, byte_class: np.ndarra
         )
     reps, merged = byte_classes(table)
     classes = merged[byte_class]
-    return Dfa(
-        np.ascontiguousarray(table[:, reps], dtype=np.int32), accepting, classes.astype(np.uint8)
-    )
+    if len(reps) < table.shape[1]:  # classes to merge; else the table as it is (no copy)
+        table = table[:, reps]
+    return Dfa(np.ascontiguousarray(table, dtype=np.int32), accepting, classes.astype(np.uint8))
 
 
 def _edges(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -566,7 +566,11 @@ def _trim(trans: np.ndarray, acc: np.ndarray, byte_class: np.ndarray | None = No
 
     With `byte_class` (the column of every byte), `trans` has one column per byte class, and
     so has the result: products and subset constructions know their classes, and every step
-    here then touches a few columns instead of 256."""
+    here then touches a few columns instead of 256.
+
+    `trans` is the caller's scratch (int32, built for this call): it is edited in place and
+    may become the result's table. A construction's table is its peak memory: copies of it
+    here took a 100k-state product's transient from one table's bytes to several."""
     n = trans.shape[0]
     acc = acc.copy()
     acc[0] = False
@@ -582,15 +586,17 @@ def _trim(trans: np.ndarray, acc: np.ndarray, byte_class: np.ndarray | None = No
     live[0] = False
     if not live[1]:  # empty language
         return Dfa(np.zeros((2, 256), dtype=np.int32), np.zeros(2, dtype=bool))
-    t = np.where(live[trans], trans, 0)
+    np.multiply(trans, live[trans], out=trans)  # moves into dead ends go to the dead state
+    t = trans
     keep_edge = live[src] & live[dst]
     start = np.zeros(n, dtype=bool)
     start[1] = True
     reach = _bfs(start, src[keep_edge], dst[keep_edge], n) & live
+    del src, dst, keep_edge
     if reach.all() or (reach[1:].all()):
         return done(t, acc)
     idx = np.concatenate([[0], np.nonzero(reach)[0]])  # start (1) stays first among kept
-    remap = np.zeros(n, dtype=np.int64)
+    remap = np.zeros(n, dtype=t.dtype)
     remap[idx] = np.arange(len(idx))
     new_trans = remap[t[idx]]
     new_trans[0] = 0
@@ -688,13 +694,15 @@ def product(any_a: AnyDfa, any_b: AnyDfa, *, negate_b: bool = False, union: bool
         ids[new] = np.arange(n + 1, n + 1 + len(new), dtype=np.int32)
         row = np.where(live, ids[np.where(live, codes, 0)], 0)
         n += len(new)
-        pieces.append((ids[frontier], row.astype(np.int32)))
+        pieces.append((ids[frontier], row.astype(np.int32, copy=False)))
         nx, ny = np.divmod(new, nb)
         pair_x.append(nx)
         pair_y.append(ny)
         frontier = new
+    del ids, frontier  # the pair numbering is done: only the rows are still needed
     compact = np.zeros((n + 1, len(reps)), dtype=np.int32)
-    for sid, rows in pieces:
+    while pieces:  # each level's rows go as they are copied: never the table twice over
+        sid, rows = pieces.pop()
         compact[sid] = rows
     xs_all = np.concatenate(pair_x)
     ys_all = np.concatenate(pair_y)

@@ -188,8 +188,10 @@ def materialize(d: LazyDfa | Dfa, limit: int) -> Dfa:
     qs = np.arange(1, d.n_states, dtype=np.int64)
     trans = np.zeros((d.n_states, 256), dtype=np.int32)
     accepting = np.zeros(d.n_states, dtype=bool)
-    for lo in range(0, len(qs), 4096):
-        part = qs[lo : lo + 4096]
+    # 1,024 states a round: a round's rows pass through int64 temporaries of 2 KB per state
+    # at every level of the automaton's expression (4,096 made a 55 MB transient)
+    for lo in range(0, len(qs), 1024):
+        part = qs[lo : lo + 1024]
         trans[part] = d.rows(part)
         accepting[part] = d.acc(part)
     return Dfa(trans, accepting)

@@ -283,7 +283,9 @@ def _level_sets(
     their count and the first of the repeated one) or `max_levels` are computed (start -1).
     A count of -1: over `max_work` edges."""
     n = len(finish)
-    grid = np.zeros((max_levels, n), dtype=np.bool_)
+    # rows are cleared as they are reached: the pages of levels never computed (most of
+    # them when the levels settle early) are never touched, so never resident
+    grid = np.empty((max_levels, n), dtype=np.bool_)
     hashes = np.zeros(max_levels, dtype=np.uint64)
     grid[0] = finish
     stack = np.empty(n, dtype=np.int64)
@@ -307,6 +309,7 @@ def _level_sets(
             break
         top = 0
         nxt = grid[m + 1]
+        nxt[:] = False
         for y in range(n):
             if grid[m, y]:
                 top = _mark_sources(ptr1, src1, y, nxt, stack, top)

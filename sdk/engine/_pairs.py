@@ -42,7 +42,11 @@ def pair_bfs(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:  # pragma: no cover - compiled
     """(rows [n + 1, classes] of pair ids, x and y of every id, n); n = -1 past `limit`
     states. Pair (1, 1) is id 1; id 0 is the dead state; `a_trans`/`b_trans` are int64
-    tables with one column per byte class, row 0 all zeros."""
+    tables with one column per byte class, row 0 all zeros.
+
+    The rows are written once every pair is numbered, in one array of the exact size: an
+    attempt refused at `limit` (a table tried before a lazy automaton) then never holds a
+    table, and a kept one has no doubling slack (a refused 100k-state attempt held 37 MB)."""
     n_cls = a_trans.shape[1]
     nb = b_trans.shape[0]
     keys = np.full(1 << 12, -1, dtype=np.int64)
@@ -50,7 +54,6 @@ def pair_bfs(
     cap = 1024
     xs = np.zeros(cap, dtype=np.int64)
     ys = np.zeros(cap, dtype=np.int64)
-    rows = np.zeros((cap, n_cls), dtype=np.int32)
     start = np.int64(nb + 1)
     h = _slot(keys, start)
     keys[h] = start
@@ -77,17 +80,15 @@ def pair_bfs(
                         k += 1
         new = np.unique(buf[:k])
         if n + len(new) > limit:
-            return rows[:1], xs[:1], ys[:1], -1
+            return np.zeros((1, n_cls), dtype=np.int32), xs[:1], ys[:1], -1
         if n + len(new) + 1 > cap:
             while n + len(new) + 1 > cap:
                 cap *= 2
             xs2 = np.zeros(cap, dtype=np.int64)
             ys2 = np.zeros(cap, dtype=np.int64)
-            rows2 = np.zeros((cap, n_cls), dtype=np.int32)
             xs2[: n + 1] = xs[: n + 1]
             ys2[: n + 1] = ys[: n + 1]
-            rows2[: n + 1] = rows[: n + 1]
-            xs, ys, rows = xs2, ys2, rows2
+            xs, ys = xs2, ys2
         if 2 * (n + len(new)) > len(keys):  # keep the load under a half
             size = len(keys)
             while 2 * (n + len(new)) > size:
@@ -107,14 +108,15 @@ def pair_bfs(
             vals[h] = n
             xs[n] = code // nb
             ys[n] = code % nb
-        for s in range(lo, hi + 1):
-            x, y = xs[s], ys[s]
-            for c in range(n_cls):
-                tx, ty = a_trans[x, c], b_trans[y, c]
-                if _live(tx, ty, mode):
-                    rows[s, c] = vals[_slot(keys, tx * nb + ty)]
         lo, hi = hi + 1, n
-    return rows[: n + 1], xs[: n + 1], ys[: n + 1], n
+    rows = np.zeros((n + 1, n_cls), dtype=np.int32)
+    for s in range(1, n + 1):
+        x, y = xs[s], ys[s]
+        for c in range(n_cls):
+            tx, ty = a_trans[x, c], b_trans[y, c]
+            if _live(tx, ty, mode):
+                rows[s, c] = vals[_slot(keys, tx * nb + ty)]
+    return rows, xs[: n + 1].copy(), ys[: n + 1].copy(), n
 
 
 @njit(cache=True, nogil=True)
