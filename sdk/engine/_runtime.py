@@ -53,7 +53,10 @@ Configs = tuple[Config, ...]  # a state's configurations, sorted
 MAX_STACK_DEPTH = 1000
 MAX_CONFIGS = 5000
 MAX_CACHE = 100_000
-MASK_CACHE_BYTES = 64 << 20  # per (grammar, vocabulary) and per kind
+#: Per (grammar, vocabulary) and per kind. A mask recomputed is an OR of cached walks; with
+#: 64 MiB one big schema held 77 MB of masks on top of the full shared tables (the run's
+#: peak), and 16 MiB gave the same mask times on the dev MaskBench run.
+MASK_CACHE_BYTES = 16 << 20
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 _DEAD_ROW = memoryview(np.zeros(256, dtype=np.int32).data)  # moves of a terminal not yet read
 #: A lazy lexer state's row: byte → slot, slot → global target, whether it accepts.
