@@ -587,18 +587,17 @@ def _trim(trans: np.ndarray, acc: np.ndarray, byte_class: np.ndarray | None = No
     if not live[1]:  # empty language
         return Dfa(np.zeros((2, 256), dtype=np.int32), np.zeros(2, dtype=bool))
     np.multiply(trans, live[trans], out=trans)  # moves into dead ends go to the dead state
-    t = trans
     keep_edge = live[src] & live[dst]
     start = np.zeros(n, dtype=bool)
     start[1] = True
     reach = _bfs(start, src[keep_edge], dst[keep_edge], n) & live
     del src, dst, keep_edge
     if reach.all() or (reach[1:].all()):
-        return done(t, acc)
+        return done(trans, acc)
     idx = np.concatenate([[0], np.nonzero(reach)[0]])  # start (1) stays first among kept
-    remap = np.zeros(n, dtype=t.dtype)
+    remap = np.zeros(n, dtype=trans.dtype)
     remap[idx] = np.arange(len(idx))
-    new_trans = remap[t[idx]]
+    new_trans = remap[trans[idx]]
     new_trans[0] = 0
     return done(new_trans, acc[idx])
 
@@ -699,7 +698,7 @@ def product(any_a: AnyDfa, any_b: AnyDfa, *, negate_b: bool = False, union: bool
         pair_x.append(nx)
         pair_y.append(ny)
         frontier = new
-    del ids, frontier  # the pair numbering is done: only the rows are still needed
+    del ids  # the pair numbering is done: only the rows are still needed
     compact = np.zeros((n + 1, len(reps)), dtype=np.int32)
     while pieces:  # each level's rows go as they are copied: never the table twice over
         sid, rows = pieces.pop()
