@@ -22,6 +22,14 @@ if TYPE_CHECKING:
     from sdk.engine.tokenizer import TokenizerIndex
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The engine's compiled kernels are built once per machine (~20 s, in a subprocess):
+    before any test, so that no test's own time limit pays for it."""
+    from sdk.engine import _native
+
+    _native.load()
+
+
 def _require(module: str, package: str) -> None:
     if importlib.util.find_spec(module) is None:
         pytest.skip(f"{package} is not installed")

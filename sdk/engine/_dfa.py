@@ -50,6 +50,9 @@ class Dfa:
     serial: int = field(default_factory=next_serial)
 
     def __post_init__(self) -> None:
+        # the compiled kernels take C-ordered int32 tables and bool flags, nothing else
+        self.table = np.ascontiguousarray(self.table, dtype=np.int32)
+        self.accepting = np.ascontiguousarray(self.accepting, dtype=np.bool_)
         if self.classes is IDENTITY and self.table.shape[0] >= COMPACT_MIN_STATES:
             reps, classes = byte_classes(self.table)
             if len(reps) < 256:

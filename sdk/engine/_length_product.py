@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Hashable
 
 import numpy as np
-from numba import njit
 
 from ..errors import TooComplexError
 from ._dfa import Dfa, empty_dfa
 from ._lazy import LazyDfa, item_moves, item_width
+from ._native import kernel
 
 __all__ = ["LengthProduct", "length_product"]
 
@@ -220,7 +220,7 @@ def _levels(p: LengthProduct, hi: int, reps: np.ndarray) -> _Levels:
     return _Levels(nxt[: len(levels)], start, period)
 
 
-@njit(cache=True, nogil=True)
+@kernel("(b1[::1, :], i8[::1, :], b1[::1, :], i8[::1, :])")
 def _edges_by_target(
     live: np.ndarray, target: np.ndarray, inc: np.ndarray, rt: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
@@ -254,7 +254,7 @@ def _edges_by_target(
     return ptr[1], src[1, : ptr[1, n]], ptr[0], src[0, : ptr[0, n]]
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline=True)
 def _mark_sources(
     ptr: np.ndarray, src: np.ndarray, y: int, marked: np.ndarray, stack: np.ndarray, top: int
 ) -> int:  # pragma: no cover - compiled
@@ -268,7 +268,7 @@ def _mark_sources(
     return top
 
 
-@njit(cache=True, nogil=True)
+@kernel("(b1[::1], i8[::1], i8[::1], i8[::1], i8[::1], i8, i8)")
 def _level_sets(
     finish: np.ndarray,
     ptr1: np.ndarray,

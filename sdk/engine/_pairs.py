@@ -10,7 +10,8 @@ each level's new pairs in ascending pair code), so both paths build the same aut
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from ._native import kernel
 
 __all__ = ["pair_bfs"]
 
@@ -18,7 +19,7 @@ __all__ = ["pair_bfs"]
 INTERSECTION, DIFFERENCE, UNION = 0, 1, 2
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _slot(keys: np.ndarray, code: np.int64) -> int:  # pragma: no cover - compiled
     mask = len(keys) - 1
     h = int((np.uint64(code) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)) & mask
@@ -27,7 +28,7 @@ def _slot(keys: np.ndarray, code: np.int64) -> int:  # pragma: no cover - compil
     return h
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline=True)
 def _live(tx: np.int64, ty: np.int64, mode: int) -> bool:  # pragma: no cover - compiled
     if mode == INTERSECTION:
         return tx != 0 and ty != 0
@@ -36,7 +37,7 @@ def _live(tx: np.int64, ty: np.int64, mode: int) -> bool:  # pragma: no cover - 
     return tx != 0 or ty != 0
 
 
-@njit(cache=True, nogil=True)
+@kernel("(i8[::1, :], i8[::1, :], i8, i8)")
 def pair_bfs(
     a_trans: np.ndarray, b_trans: np.ndarray, mode: int, limit: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:  # pragma: no cover - compiled
@@ -119,7 +120,7 @@ def pair_bfs(
     return rows, xs[: n + 1].copy(), ys[: n + 1].copy(), n
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _slot2(
     kx: np.ndarray, ks: np.ndarray, x: np.int64, s: np.int64
 ) -> int:  # pragma: no cover - compiled
@@ -133,7 +134,7 @@ def _slot2(
     return h
 
 
-@njit(cache=True, nogil=True)
+@kernel("(i8[::1, :], b1[::1], i8[::1, :], b1[::1], i8)")
 def concat_bfs(
     a_trans: np.ndarray, a_acc: np.ndarray, b_trans: np.ndarray, b_acc: np.ndarray, limit: int
 ) -> tuple[np.ndarray, np.ndarray, int]:  # pragma: no cover - compiled

@@ -1,4 +1,4 @@
-"""Native walks of a vocabulary through one lexer state (numba-compiled loops).
+"""Native walks of a vocabulary through one lexer state (compiled loops, written for numba).
 
 Numba, because the walk is the one loop of the engine that touches every token: in numpy it
 costs a pass per byte column over all still-live rows (150-400 µs for a narrow state, ms for a
@@ -12,8 +12,7 @@ knows from which UTF-8 states every path below it is well formed, and a state kn
 every multi-byte character steps it like one byte of its chain, so a 262k vocabulary (a
 third of its tokens non-ASCII) is taken whole from a string body too (0.1 ms, was 6 ms).
 Where most tokens are taken, the mask starts full and the gaps are cleared. The kernels are
-cached on disk (`cache=True`): only the first process on a machine pays their compilation (a
-few seconds).
+built ahead of time, once per machine (`_native`): a process loads them without numba.
 """
 
 from __future__ import annotations
@@ -21,7 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+
+from ._native import kernel
 
 # ---------------------------------------------------------------- UTF-8
 
@@ -55,7 +55,7 @@ UTF8 = _utf8_table()
 # ---------------------------------------------------------------- building the trie
 
 
-@njit(cache=True, nogil=True)
+@kernel("(i4[::1], i4[::1], i1[:, ::1])")
 def _links(
     depth: np.ndarray, byte: np.ndarray, utf8: np.ndarray
 ) -> tuple[
@@ -226,7 +226,7 @@ def build_trie(matrix: np.ndarray, lengths: np.ndarray, ids: np.ndarray, packed_
 CHAIN_BYTES = 64
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _rest(
     trans: np.ndarray, cls: np.ndarray, utf8: np.ndarray, memo: np.ndarray, u: int, p: int
 ) -> int:  # pragma: no cover - compiled
@@ -257,7 +257,7 @@ def _rest(
     return got
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _multibyte_target(
     trans: np.ndarray, cls: np.ndarray, utf8: np.ndarray, memo: np.ndarray, q: int
 ) -> int:  # pragma: no cover - compiled
@@ -280,7 +280,7 @@ def _multibyte_target(
     return got
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _popcount(x: np.uint64) -> int:  # pragma: no cover - compiled
     x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
     x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
@@ -288,7 +288,7 @@ def _popcount(x: np.uint64) -> int:  # pragma: no cover - compiled
     return int((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
 
 
-@njit(cache=True, nogil=True)
+@kernel("(i4[:, ::1], u1[::1], i1[:, ::1], i8)")
 def _chains(
     trans: np.ndarray, cls: np.ndarray, utf8: np.ndarray, rounds: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
@@ -396,7 +396,7 @@ def _chains(
     return reach, bytes_, wide, memo
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _chain_step(
     q: int,
     m: int,
@@ -456,7 +456,7 @@ def chains(
 # ---------------------------------------------------------------- walks
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _grown(a: np.ndarray, n: int) -> np.ndarray:  # pragma: no cover - compiled
     """`a` with twice the room, its first n entries kept."""
     out = np.empty(2 * a.shape[0], a.dtype)
@@ -464,7 +464,13 @@ def _grown(a: np.ndarray, n: int) -> np.ndarray:  # pragma: no cover - compiled
     return out
 
 
-@njit(cache=True, nogil=True)
+@kernel(
+    "(i4[::1], i4[::1], i4[::1], i4[::1], i4[::1], i4[::1], i4[::1], i4[::1],"  # trie nodes, tid
+    " u8[:, ::1], i4[::1], u1[::1], u1[::1], i8,"  # below, height, utf8, phase, max_depth
+    " i4[:, ::1], u1[::1], b1[::1],"  # the lexer: trans, cls, acc
+    " i4[::1], u8[:, ::1], i4[::1], i4[:, ::1], i8,"  # its chains, start
+    " u1[::1], u1[::1], i4[::1], i8[::1], i8)"  # full, bits, roots, order, sparse_max
+)
 def _walk_trie(
     byte: np.ndarray,
     depth: np.ndarray,
@@ -659,7 +665,7 @@ def walk_trie(
     return (bits if dense else None), rows, events
 
 
-@njit(cache=True, nogil=True)
+@kernel("(u1[:, ::1], i8[::1], i8[::1], i8, i4[:, ::1], u1[::1], b1[::1], i8)")
 def walk_rows(
     matrix: np.ndarray,
     lengths: np.ndarray,
@@ -708,7 +714,7 @@ def walk_rows(
     return kept[:n_kept], ev_col[:n_ev], ev_row[:n_ev]
 
 
-@njit(cache=True, nogil=True)
+@kernel("(i8[::1], i8[::1], i8)")
 def _pack(ids: np.ndarray, rows: np.ndarray, packed_len: int) -> np.ndarray:  # pragma: no cover
     bits = np.zeros(packed_len, np.uint8)
     for i in range(rows.shape[0]):
@@ -722,7 +728,7 @@ def pack_rows(ids: np.ndarray, rows: np.ndarray, packed_len: int) -> np.ndarray:
     return _pack(ids, np.ascontiguousarray(rows, dtype=np.int64), packed_len)
 
 
-@njit(cache=True, nogil=True)
+@kernel("(i4[:, ::1],)")
 def small_table_classes(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
     """`_dfa.byte_classes` for a table with one column per byte and few rows (10-25 us on
     tables of 12-32 states, where the vectorised one takes 50-90 us): columns hashed, equal
@@ -760,7 +766,7 @@ def small_table_classes(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # 
     return reps[:k], classes
 
 
-@njit(cache=True, nogil=True)
+@kernel("(i4[:, ::1], u1[::1], b1[::1], i8, i8)")
 def canonical_form(
     trans: np.ndarray, cls: np.ndarray, acc: np.ndarray, start: int, limit: int
 ) -> np.ndarray:  # pragma: no cover - compiled
@@ -803,7 +809,7 @@ def canonical_form(
     return out[:k]
 
 
-@njit(cache=True, nogil=True)
+@kernel("(i4[:, ::1], u1[::1], b1[::1], i8, i8)")
 def literal_path(
     trans: np.ndarray, cls: np.ndarray, acc: np.ndarray, start: int, limit: int
 ) -> np.ndarray:  # pragma: no cover - compiled

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from sdk._paths import default_cache_dir
 from sdk.errors import SDKError, TokenizerError
 
 if TYPE_CHECKING:
@@ -80,12 +81,6 @@ KNOWN_EOS_TOKENS: frozenset[str] = frozenset(
 )
 
 _BYTE_FALLBACK = re.compile(r"<0x([0-9A-Fa-f]{2})>")
-
-
-def default_cache_dir() -> Path:
-    """Root of every on-disk cache of the SDK: ``$SDK_CACHE_DIR`` or ``~/.cache/sdk``."""
-    env = os.environ.get("SDK_CACHE_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "sdk"
 
 
 def byte_level_decoding_table() -> dict[str, int]:
