@@ -24,6 +24,7 @@ import logging
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -308,6 +309,8 @@ def _load_or_build() -> ModuleType:
     with _file_lock(directory.parent / ".lock"):
         found = _find(directory)
         if found is None:
+            for stale in directory.parent.glob(".build-*"):  # a builder killed midway
+                shutil.rmtree(stale, ignore_errors=True)
             _build(directory)
             found = _find(directory)
             if found is None:
@@ -347,7 +350,12 @@ def _find(directory: Path) -> Path | None:
 def _build(directory: Path) -> None:
     """Compile every kernel into `directory` in a subprocess (numba and LLVM stay there)."""
     _log.info("compiling the engine's kernels into %s (once per machine)", directory)
-    env = dict(os.environ, SDK_KERNELS="build")
+    # the builder imports this very package, wherever it was imported from here
+    root = str(Path(__file__).resolve().parents[2])
+    path = os.environ.get("PYTHONPATH")
+    env = dict(
+        os.environ, SDK_KERNELS="build", PYTHONPATH=root + (os.pathsep + path if path else "")
+    )
     proc = subprocess.run(
         [sys.executable, "-m", "sdk.engine._native_build", str(directory)],
         env=env,
