@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from sdk._paths import default_cache_dir
+from sdk.errors import ConfigError
 
 __all__ = ["kernel", "load", "mode"]
 
@@ -51,7 +52,7 @@ LIBRARY = "_sdk_kernels"
 
 _MODE = os.environ.get("SDK_KERNELS", "aot").strip().lower()
 if _MODE not in ("aot", "jit", "build"):
-    raise ValueError(f"SDK_KERNELS must be 'aot' or 'jit', not {_MODE!r}")
+    raise ConfigError(f"SDK_KERNELS must be 'aot' or 'jit', not {_MODE!r}")
 
 
 class _Kernel:
@@ -91,7 +92,8 @@ def load() -> str:
 
 def kernel(signature: str | None = None, *, inline: bool = False) -> Callable[[F], F]:
     """Declare a compiled loop. `signature` (numba's argument types, e.g. ``"(i4[::1], i8)"``)
-    for one called from Python; none for a helper only other kernels call."""
+    for one called from Python; none for a helper only other kernels call. A kernel calls
+    helpers only, never another kernel with a signature (that one is a Python function here)."""
 
     def wrap(fn: F) -> F:
         k = _Kernel(fn, signature, inline)
