@@ -521,14 +521,12 @@ def with_classes(table: np.ndarray, accepting: np.ndarray, byte_class: np.ndarra
     """The DFA of a table with one column per byte class (`byte_class[b]`: the column of byte
     b), its identical columns merged: small tables are spread to one column per byte."""
     if table.shape[0] < COMPACT_MIN_STATES:
-        return Dfa(
-            np.ascontiguousarray(np.take(table, byte_class, axis=1), dtype=np.int32), accepting
-        )
+        return Dfa(np.take(table, byte_class, axis=1), accepting)
     reps, merged = byte_classes(table)
     classes = merged[byte_class]
     if len(reps) < table.shape[1]:  # classes to merge; else the table as it is (no copy)
         table = table[:, reps]
-    return Dfa(np.ascontiguousarray(table, dtype=np.int32), accepting, classes.astype(np.uint8))
+    return Dfa(table, accepting, classes.astype(np.uint8))
 
 
 def _edges(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -107,8 +107,7 @@ class Dfa:
         reps, classes = small_table_classes(self.table)
         if 2 * len(reps) > 256:
             return self
-        table = np.ascontiguousarray(self.table[:, reps])
-        return Dfa(table, self.accepting, classes, self.serial)
+        return Dfa(self.table[:, reps], self.accepting, classes, self.serial)
 
     @property
     def first(self) -> np.ndarray:
@@ -152,7 +151,7 @@ class Dfa:
         table = np.concatenate([t[:1], t[1:2], t[1:]], axis=0)
         table = np.where(table > 0, table + 1, 0).astype(np.int32)
         acc = np.concatenate([[False, False], self.accepting[1:]])
-        return Dfa(np.ascontiguousarray(table), acc, self.classes)
+        return Dfa(table, acc, self.classes)
 
 
 # ---------------------------------------------------------------- byte classes

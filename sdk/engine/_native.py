@@ -204,8 +204,7 @@ def _check_all(name: str, specs: tuple[Any, ...], args: tuple[Any, ...]) -> None
             _full_check(name, i, args[i], spec)
 
 
-def _full_check(name: str, i: int, a: Any, spec: tuple[np.dtype[Any], int, str] | None) -> None:
-    assert spec is not None
+def _full_check(name: str, i: int, a: Any, spec: tuple[np.dtype[Any], int, str]) -> None:
     dt, rank, layout = spec
     if (
         isinstance(a, np.ndarray)
@@ -270,7 +269,7 @@ def _ensure_registered() -> None:
         importlib.import_module(name)
 
 
-def _cpu_name() -> str:
+def _cpu_fingerprint() -> str:
     """The CPU's model and feature flags (what the library is compiled for)."""
     h = hashlib.sha256(platform.processor().encode())
     with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as f:
@@ -335,7 +334,7 @@ def library_key() -> str:
     h.update(here.with_name("_native_build.py").read_bytes())
     h.update(
         repr(
-            (version("numba"), np.__version__, sys.version, platform.machine(), _cpu_name())
+            (version("numba"), np.__version__, sys.version, platform.machine(), _cpu_fingerprint())
         ).encode()
     )
     return h.hexdigest()[:20]

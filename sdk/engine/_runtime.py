@@ -217,7 +217,7 @@ class Runtime:
         if isinstance(dfa, Dfa):
             base = self.term_base[t]
             n = dfa.n_states - 1
-            moves = np.ascontiguousarray(dfa.table, dtype=np.int32)
+            moves = dfa.table  # C-ordered int32, as every Dfa's
             self.term_classes[t] = dfa.classes.tobytes()
             self.term_moves[t] = moves.reshape(-1).data
             self.acc[base : base + n] = dfa.accepting[1:].tolist()
