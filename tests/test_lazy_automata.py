@@ -119,6 +119,23 @@ def test_windows_are_exact_and_equal_keys_share_them(pattern: str, data: st.Data
         assert run_lazy(lazy, q, bytes(s)) == run_lazy(lazy, r, bytes(s)), (pattern, q, r, s)
 
 
+@given(pattern=_regexes(), data=st.data())
+@settings(max_examples=150, deadline=None)
+def test_one_state_rows_are_the_vectorised_rows(pattern: str, data: st.DataObject) -> None:
+    """The parse reads rows one state at a time (`row1`, `acc1`, from per-part tables): every
+    byte's target and the acceptance equal the vectorised `rows` and `acc` the walks use."""
+    lazy, _ = _lazy_and_table(pattern)
+    if not isinstance(lazy, LazyDfa):
+        return
+    qs = data.draw(st.lists(st.integers(1, lazy.n_states - 1), min_size=1, max_size=20))
+    rows, acc = lazy.rows(np.asarray(qs)), lazy.acc(np.asarray(qs))
+    for q, row, a in zip(qs, rows.tolist(), acc.tolist(), strict=True):
+        slots, targets = lazy.row1(q)
+        assert len(slots) == 256 and max(slots) < len(targets), (pattern, q)
+        assert [targets[s] for s in slots] == row, (pattern, q)
+        assert lazy.acc1(q) == a, (pattern, q)
+
+
 @given(a=_regexes(), b=_regexes(), mode=st.sampled_from(["and", "minus", "or"]))
 @settings(max_examples=150, deadline=None)
 def test_big_products_number_pairs_as_small_ones_do(a: str, b: str, mode: str) -> None:

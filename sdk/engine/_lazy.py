@@ -27,8 +27,12 @@ import numpy as np
 from ..errors import TooComplexError
 from ._dfa import Dfa, next_serial
 
+#: A state's row, compact: byte -> slot (256 bytes), slot -> target state (0: dead).
+Row = tuple[bytes, tuple[int, ...]]
+
 __all__ = [
     "LazyDfa",
+    "Row",
     "alternation",
     "concatenation",
     "counted",
@@ -62,6 +66,18 @@ class LazyDfa:
         """Equal keys (in one automaton): the states' windows of up to `horizon` bytes are the
         same automaton, so every walk from them gives the same tokens."""
         raise NotImplementedError
+
+    def row1(self, q: int) -> Row:
+        """One state's row, compact: (byte -> slot, 256 bytes; slot -> target). The parse
+        asks for rows one state at a time, as it reaches them (a long string: a new state per
+        byte): vectorised code costs tens of microseconds a call there, so the constructions
+        answer from per-part tables in a few Python operations."""
+        targets, slots = np.unique(self.rows(np.asarray([q]))[0], return_inverse=True)
+        return slots.astype(np.uint8).tobytes(), tuple(targets.tolist())
+
+    def acc1(self, q: int) -> bool:
+        """Whether state `q` accepts (`acc` for one state)."""
+        return bool(self.acc(np.asarray([q]))[0])
 
     @property
     def first(self) -> np.ndarray:
@@ -201,6 +217,13 @@ def _shift(rows: np.ndarray, by: int) -> np.ndarray:
     return np.where(rows != 0, rows + by, 0)
 
 
+def _shift1(row: Row, by: int) -> Row:
+    return row[0], tuple([t + by if t else 0 for t in row[1]])
+
+
+_DEAD1: Row = (bytes(256), (0,))
+
+
 class _Table(LazyDfa):
     """A table DFA as a part of a lazy one."""
 
@@ -215,6 +238,18 @@ class _Table(LazyDfa):
 
     def acc(self, qs: np.ndarray) -> np.ndarray:
         return np.asarray(self.dfa.accepting[qs])
+
+    def row1(self, q: int) -> Row:
+        rows: dict[int, Row] = self.__dict__.setdefault("_rows1", {})
+        got = rows.get(q)
+        if got is None:
+            d = self.dfa
+            targets, slots = np.unique(d.table[q][d.classes], return_inverse=True)
+            got = rows[q] = (slots.astype(np.uint8).tobytes(), tuple(targets.tolist()))
+        return got
+
+    def acc1(self, q: int) -> bool:
+        return bool(self.dfa.accepting[q])
 
     def key(self, q: int, horizon: int) -> Hashable:
         return q
@@ -246,6 +281,10 @@ class _Counted(LazyDfa):
         self.lo, self.hi = lo, hi
         self.n_states = hi * width + 2
         self.nullable = lo == 0
+        self._item = item
+        #: per inner state p: (byte -> item class, and per class: live, items completed,
+        #: inner target), built when a row of p is first asked for
+        self._moves1: dict[int, tuple[bytes, tuple[tuple[bool, int, int], ...]]] = {}
 
     def _split(self, qs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         k, p = np.divmod(np.asarray(qs, dtype=np.int64) - 1, self.width)
@@ -262,6 +301,29 @@ class _Counted(LazyDfa):
     def acc(self, qs: np.ndarray) -> np.ndarray:
         k, p = self._split(qs)
         return np.asarray((p == 0) & (k >= self.lo) & (k <= self.hi))
+
+    def row1(self, q: int) -> Row:
+        k, p = divmod(q - 1, self.width)
+        if k >= self.hi:
+            return _DEAD1
+        got = self._moves1.get(p)
+        if got is None:
+            item = self._item
+            acc = item.accepting
+            inner = [s for s in range(1, item.n_states) if not acc[s]]
+            pos = {s: i for i, s in enumerate(inner)}
+            row = item.table[inner[p]][item.classes].tolist()  # per byte
+            slots: dict[int, int] = {}
+            classes = bytes(slots.setdefault(t, len(slots)) for t in row)
+            moves = tuple((t != 0, int(acc[t]), pos.get(t, 0)) for t in slots)
+            got = self._moves1[p] = (classes, moves)
+        classes, moves = got
+        w = self.width
+        return classes, tuple([1 + (k + inc) * w + t if live else 0 for live, inc, t in moves])
+
+    def acc1(self, q: int) -> bool:
+        k, p = divmod(q - 1, self.width)
+        return p == 0 and self.lo <= k <= self.hi
 
     def key(self, q: int, horizon: int) -> Hashable:
         # Within `horizon` bytes at most `horizon` items complete: what the window sees of the
@@ -289,6 +351,9 @@ class _Concat(LazyDfa):
         self.n_states = a.n_states + b.n_states - 1
         self.nullable = a.nullable and b.nullable
         self.b_start = _shift(b.rows(np.asarray([1]))[0], self.off)
+        self._b_start1 = _shift1(b.row1(1), self.off)
+        #: A's byte -> slot maps glued to B's start: (merged map, per slot (A's, B's slot))
+        self._glued: dict[bytes, tuple[bytes, tuple[tuple[int, int], ...]]] = {}
 
     def rows(self, qs: np.ndarray) -> np.ndarray:
         qs = np.asarray(qs, dtype=np.int64)
@@ -303,6 +368,29 @@ class _Concat(LazyDfa):
         if not in_a.all():
             out[~in_a] = _shift(self.b.rows(qs[~in_a] - self.off), self.off)
         return out
+
+    def row1(self, q: int) -> Row:
+        if q >= self.a.n_states:
+            return _shift1(self.b.row1(q - self.off), self.off)
+        row = self.a.row1(q)
+        if not self.a.acc1(q):
+            return row
+        classes, targets = row
+        glued = self._glued.get(classes)
+        if glued is None:
+            b_classes = self._b_start1[0]
+            pairs: dict[tuple[int, int], int] = {}
+            merged = bytes(
+                pairs.setdefault(pair, len(pairs)) for pair in zip(classes, b_classes, strict=True)
+            )
+            glued = self._glued[classes] = (merged, tuple(pairs))
+        b_targets = self._b_start1[1]
+        return glued[0], tuple([targets[i] or b_targets[j] for i, j in glued[1]])
+
+    def acc1(self, q: int) -> bool:
+        if q < self.a.n_states:
+            return self.b.nullable and self.a.acc1(q)
+        return self.b.acc1(q - self.off)
 
     def acc(self, qs: np.ndarray) -> np.ndarray:
         qs = np.asarray(qs, dtype=np.int64)
@@ -346,6 +434,8 @@ class _Alternation(LazyDfa):
         for p, off in zip(parts, offs, strict=False):
             start += _shift(p.rows(np.asarray([1]))[0], off)
         self.start = start
+        targets, slots = np.unique(start, return_inverse=True)
+        self._start1: Row = (slots.astype(np.uint8).tobytes(), tuple(targets.tolist()))
 
     def _part(self, qs: np.ndarray) -> np.ndarray:
         return np.searchsorted(np.asarray(self.offs[1:]), qs, side="left")
@@ -369,6 +459,18 @@ class _Alternation(LazyDfa):
             sel = (qs > 1) & (which == i)
             out[sel] = self.parts[i].acc(qs[sel] - self.offs[i])
         return out
+
+    def row1(self, q: int) -> Row:
+        if q == 1:
+            return self._start1
+        i = bisect.bisect_left(self.offs, q, 1) - 1
+        return _shift1(self.parts[i].row1(q - self.offs[i]), self.offs[i])
+
+    def acc1(self, q: int) -> bool:
+        if q == 1:
+            return self.nullable
+        i = bisect.bisect_left(self.offs, q, 1) - 1
+        return self.parts[i].acc1(q - self.offs[i])
 
     def key(self, q: int, horizon: int) -> Hashable:
         if q == 1:
@@ -405,6 +507,12 @@ class _NonEmpty(LazyDfa):
     def acc(self, qs: np.ndarray) -> np.ndarray:
         qs = np.asarray(qs, dtype=np.int64)
         return np.asarray(self.inner.acc(np.where(qs == 1, 1, qs - 1)) & (qs != 1))
+
+    def row1(self, q: int) -> Row:
+        return _shift1(self.inner.row1(1 if q == 1 else q - 1), 1)
+
+    def acc1(self, q: int) -> bool:
+        return q != 1 and self.inner.acc1(q - 1)
 
     def key(self, q: int, horizon: int) -> Hashable:
         return ("start",) if q == 1 else ("in", self.inner.key(q - 1, horizon))

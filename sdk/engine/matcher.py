@@ -84,10 +84,9 @@ class Matcher:
         rt = self._rt
         if not state and not (len(self._history) == 1 and rt.initial_accepts):
             raise NoValidTokenError("no token can continue the output (the output has ended)")
-        mask = rt.state_mask(state)
-        if not mask.any():
+        if not rt.has_token(state):
             raise NoValidTokenError("no token can continue the output")
-        return mask
+        return rt.state_mask(state)
 
     def mask(self) -> np.ndarray:
         """The allowed set as a bool array of length `vocab_size`."""
@@ -98,8 +97,8 @@ class Matcher:
         """Write the mask into an int32 array of `ceil(vocab_size/32)` words (XGrammar layout)."""
         packed = self.packed_mask()
         words = out.view(np.uint8)
-        words[:] = 0
         words[: len(packed)] = packed
+        words[len(packed) :] = 0
 
     def is_allowed(self, token_id: int) -> bool:
         if token_id < 0 or token_id >= self.vocab_size:
