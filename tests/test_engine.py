@@ -526,7 +526,15 @@ def _check_walks_on(words: list[bytes], pattern: str) -> None:
         max_size=40,
     ),
     pattern=st.sampled_from(
-        ['"[^"]*"', "(?:\x00|\x01)+", '\x01*"?', '[\x00\x01]{1,3}"', '"(?!\x00")[^"]*"']
+        [
+            '"[^"]*"',
+            "(?:\x00|\x01)+",
+            '\x01*"?',
+            '[\x00\x01]{1,3}"',
+            '"(?!\x00")[^"]*"',
+            # one string left from every state past the first: read along its trie path
+            '(?:\x00\x01|\x01)\x00\x00"\x01',
+        ]
     ),
 )
 @settings(max_examples=80, deadline=None)
@@ -534,6 +542,15 @@ def test_trie_walk_on_random_vocabularies(words: list[bytes], pattern: str) -> N
     """Duplicates, NUL bytes, tokens that are prefixes of others, multi-byte characters: the
     trie (built by sorting padded rows) walks exactly like the byte-by-byte reference."""
     _check_walks_on(words, pattern)
+
+
+def test_literal_walks_read_the_whole_path() -> None:
+    """A state with one string left is walked along that string's trie path: tokens that are
+    prefixes of it at every depth are kept, those going past its end are events, those
+    leaving it midway are dropped, from every state of a long key."""
+    words = [b'"', b'"n', b"n", b"ni", b"nick", b"nickna", b"nicky", b"nickname", b'nickname"']
+    words += [b'nickname":', b'nickname"}', b'ame"', b'e"', b'e",', b"x", b'"nickname"']
+    _check_walks_on(words, '"nickname"')
 
 
 _UTF8_PIECES = [

@@ -665,6 +665,77 @@ def walk_trie(
     return (bits if dense else None), rows, events
 
 
+@kernel(
+    "(i4[::1], i4[::1], i4[::1], i4[::1], i4[::1], i4[::1], i4[::1], i8[::1], u1[::1])"
+)  # trie nodes, roots, order; the literal
+def walk_literal(
+    byte: np.ndarray,
+    skip: np.ndarray,
+    sub_lo: np.ndarray,
+    sub_hi: np.ndarray,
+    end_lo: np.ndarray,
+    end_hi: np.ndarray,
+    roots: np.ndarray,
+    order: np.ndarray,
+    text: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """`_walk_trie` for a lexer state whose language is one string, `text`, read along its
+    one trie path (no table, no whole-vocabulary scan): the matrix rows of the tokens that
+    are prefixes of it (they stay inside the lexeme), and per child of its node the event
+    (len(text), lo, hi) of the tokens that go on past its end."""
+    n = text.shape[0]
+    rows = np.empty(0, np.int32)
+    events = np.empty((0, 3), np.int64)
+    lo_at = np.empty(n, np.int64)  # the end range of each node on the path
+    hi_at = np.empty(n, np.int64)
+    i = roots[text[0]]
+    if i < 0:
+        return events, rows
+    d = 1
+    while True:
+        lo_at[d - 1] = end_lo[i]
+        hi_at[d - 1] = end_hi[i]
+        if d == n:
+            break
+        c = i + 1  # the first child, if the subtree has more than the node
+        found = -1
+        while c < skip[i]:
+            if byte[c] == text[d]:
+                found = c
+                break
+            c = skip[c]
+        if found < 0:
+            break
+        i = found
+        d += 1
+    taken = 0
+    for k in range(d):
+        taken += hi_at[k] - lo_at[k]
+    rows = np.empty(taken, np.int32)
+    t = 0
+    for k in range(d):
+        for p in range(lo_at[k], hi_at[k]):
+            rows[t] = order[p]
+            t += 1
+    if d < n:  # the path ends inside the text: nothing completes the lexeme
+        return events, rows
+    m = 0
+    c = i + 1
+    while c < skip[i]:
+        m += 1
+        c = skip[c]
+    events = np.empty((m, 3), np.int64)
+    m = 0
+    c = i + 1
+    while c < skip[i]:
+        events[m, 0] = n
+        events[m, 1] = sub_lo[c]
+        events[m, 2] = sub_hi[c]
+        m += 1
+        c = skip[c]
+    return events, rows
+
+
 @kernel("(u1[:, ::1], i8[::1], i8[::1], i8, i4[:, ::1], u1[::1], b1[::1], i8)")
 def walk_rows(
     matrix: np.ndarray,

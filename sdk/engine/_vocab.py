@@ -21,7 +21,6 @@ import numpy as np
 from .._cache import BoundedCache
 from . import _automata as au
 from . import _trie
-from ._dfa import IDENTITY
 from ._lazy import LazyDfa
 
 
@@ -187,10 +186,12 @@ def _shared_bitmask(vocab: Vocab, packed: np.ndarray) -> np.ndarray:
     string bodies and the like, reached from thousands of states of different automata, and
     keep few distinct sets: on the dev schemas 7,422 bitmasks held 255 distinct values."""
     cache = _per_vocab(vocab, "walk bitmasks", 32 << 20)
-    key = hashlib.blake2b(packed.data, digest_size=16).digest()
+    # keyed by the bytes themselves: an exact match, and Python's hash of them is a fifth
+    # of a 16-byte digest's cost (the key's copy is counted)
+    key = packed.tobytes()
     got = cache.get(key)
     if got is None:
-        got = cache.put(key, packed, packed.nbytes + 100)
+        got = cache.put(key, packed, 2 * packed.nbytes + 100)
     return got
 
 
@@ -305,9 +306,12 @@ def suffix_plan(vocab: Vocab, walk: Walk, max_rows: int = SMALL_EVENT_ROWS) -> S
         ranges = walk.ranges
         got = _NO_PLAN
         if ranges is not None and len(ranges):
-            cols = ranges[:, 0]
-            per_col = np.bincount(cols, weights=ranges[:, 2] - ranges[:, 1])
-            small = ranges[per_col[cols] <= max_rows]
+            sizes = ranges[:, 2] - ranges[:, 1]
+            if int(sizes.sum()) <= max_rows:  # every column is small (most walks)
+                small = ranges
+            else:
+                cols = ranges[:, 0]
+                small = ranges[np.bincount(cols, weights=sizes)[cols] <= max_rows]
             if len(small):
                 first = vocab.matrix[vocab.trie.order[small[:, 1]], small[:, 0]]
                 got = SuffixPlan(small, first, frozenset(first.tolist()))
@@ -356,42 +360,29 @@ def walk_vocabulary(
     at positions lo:hi died after the lexeme was complete after byte c."""
     key = state_key(dfa, state)
     if isinstance(key, tuple) and key[0] == LITERAL:
-        # One string left: walk a table of just that string (same language, same walk).
-        # Chains (which let a walk take a subtree whole) never apply to a single path, and
-        # building them for a new key's DFA cost more than the walk.
-        trans, acc, chains = _literal_table(key[1])
-        classes = IDENTITY
-        state = 1
-    else:
-        trans, classes, acc, chains = dfa.table, dfa.classes, dfa.accepting, dfa.chains
+        # One string left (the rest of a key, of an enum value): read along its trie path.
+        # The cold steps of a schema's first instance walk every key a token at a time;
+        # a table and a whole-vocabulary walk for each cost a fifth of those steps.
+        trie = vocab.trie
+        ranges, kept = _trie.walk_literal(
+            trie.byte,
+            trie.skip,
+            trie.sub_lo,
+            trie.sub_hi,
+            trie.end_lo,
+            trie.end_hi,
+            trie.roots,
+            trie.order,
+            np.frombuffer(key[1], dtype=np.uint8),
+        )
+        return None, kept, ranges.astype(np.int32)  # in trie order: sorted already
+    trans, classes, acc, chains = dfa.table, dfa.classes, dfa.accepting, dfa.chains
     packed, kept, ranges = _trie.walk_trie(
         vocab.trie, trans, classes, acc, chains, state, vocab.packed_len
     )
     if len(ranges) > 1:
         ranges = ranges[np.lexsort((ranges[:, 1], ranges[:, 0]))]
     return packed, kept, ranges.astype(np.int32)  # half the bytes of a cached walk's ranges
-
-
-#: Chains that never take a subtree whole (`_trie.chains`' shapes, all zero), for any
-#: literal table: walks only read them.
-_NO_CHAINS = (
-    np.zeros(LITERAL_MAX_BYTES + 2, np.int32),
-    np.zeros((LITERAL_MAX_BYTES + 2, 4), np.uint64),
-    np.zeros(LITERAL_MAX_BYTES + 2, np.int32),
-    np.zeros((8, LITERAL_MAX_BYTES + 2), np.int32),
-)
-
-
-def _literal_table(
-    rest: bytes,
-) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
-    """A trimmed table accepting only `rest` from state 1, with chains that never apply."""
-    n = len(rest) + 2
-    trans = np.zeros((n, 256), dtype=np.int32)
-    trans[np.arange(1, n - 1), np.frombuffer(rest, dtype=np.uint8)] = np.arange(2, n)
-    acc = np.zeros(n, dtype=bool)
-    acc[n - 1] = True
-    return trans, acc, _NO_CHAINS
 
 
 def range_events(vocab: Vocab, ranges: np.ndarray, min_rows: int = 0) -> Events:
