@@ -129,6 +129,9 @@ class Runtime:
         self._token_step: dict[int, State] = {}  # state * n_tokens + token
         self._n_tokens = len(vocab.token_bytes)
         self._after: dict[int, State] = {}  # the state right after a lexeme (`event_rows`)
+        #: per such state: (bytes checked, bytes that may follow) as 256-bit ints; all known
+        #: (-1) where no lexer of it may end before its first byte
+        self._follow: dict[State, tuple[int, int]] = {}
         self._config_mask: BoundedCache[Config, np.ndarray] = BoundedCache(
             "masks by configuration", MASK_CACHE_BYTES
         )
@@ -445,35 +448,57 @@ class Runtime:
             return _NO_ROWS
         step = self.step
         memo = self._step
-        lexes = [c % self.n_lex for c in self._sets[after]]
-        if any(self.accepts(lex2) for lex2 in lexes):  # a lexer that may end before any byte
-            alive = {b for b in plan.firsts if step(after, b)}
-        else:  # every lexer has read nothing: a byte can follow iff one of them takes it
-            taken = 0
-            for lx in lexes:
-                taken |= self.first_bytes(lx)
-            alive = {b for b in plan.firsts if taken >> b & 1}
+        firsts = plan.first_bits
+        follow = self._follow.get(after)
+        if follow is None:
+            lexes = [c % self.n_lex for c in self._sets[after]]
+            if any(self.accepts(lex2) for lex2 in lexes):
+                # a lexer may end before any byte: which bytes follow is found by stepping,
+                # a byte at a time as plans ask for them (known, allowed)
+                follow = (0, 0)
+            else:  # every lexer has read nothing: a byte can follow iff one of them takes it
+                taken = 0
+                for lx in lexes:
+                    taken |= self.first_bytes(lx)
+                follow = (-1, taken)
+            if len(self._follow) > MAX_CACHE:
+                self._follow.clear()
+            self._follow[after] = follow
+        known, allowed = follow
+        todo = firsts & ~known
+        if todo:
+            known |= todo
+            while todo:
+                low = todo & -todo
+                todo ^= low
+                if step(after, low.bit_length() - 1):
+                    allowed |= low
+            self._follow[after] = (known, allowed)
+        alive = firsts & allowed
         if not alive:
             return _NO_ROWS
         vocab = self.vocab
         out: list[int] = []
-        live = np.zeros(256, dtype=bool)
-        live[list(alive)] = True
-        for c, lo, hi in plan.ranges[live[plan.first]].tolist():
-            states = [after]  # states[k]: after the first k bytes of the current rest
-            for rest, lcp, row in _vocab.range_entries(vocab, c, lo, hi):
-                if len(states) <= lcp:  # the shared prefix already died
-                    continue
-                del states[lcp + 1 :]
-                st = states[-1]
-                for b in rest[lcp:]:
-                    nxt = memo.get(st << 8 | b)
-                    st = step(st, b) if nxt is None else nxt
-                    if not st:
-                        break
-                    states.append(st)
-                else:
-                    out.append(row)
+        offsets = plan.offsets
+        while alive:
+            low = alive & -alive
+            alive ^= low
+            b = low.bit_length() - 1
+            for c, lo, hi in plan.ranges[offsets[b] : offsets[b + 1]].tolist():
+                states = [after]  # states[k]: after the first k bytes of the current rest
+                for rest, lcp, row in _vocab.range_entries(vocab, c, lo, hi):
+                    if len(states) <= lcp:  # the shared prefix already died
+                        continue
+                    del states[lcp + 1 :]
+                    st = states[-1]
+                    for byte in rest[lcp:]:
+                        nxt = memo.get(st << 8 | byte)
+                        st = step(st, byte) if nxt is None else nxt
+                        if not st:
+                            break
+                        states.append(st)
+                    else:
+                        out.append(row)
         return np.asarray(out, dtype=np.int64)
 
     def rows_after(self, stack: Stack, lex: int, event: _vocab.Event) -> np.ndarray:

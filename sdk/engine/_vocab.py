@@ -282,21 +282,23 @@ _NO_ROWS = np.zeros(0, dtype=np.int32)
 class SuffixPlan:
     """The small events of a whole-vocabulary walk as trie ranges: `ranges[k] = (c, lo, hi)`
     holds the tokens at trie positions lo:hi, which all died below one node and had a complete
-    lexeme after byte c; they share the byte after c, `first[k]`. Whether a token is allowed
-    depends only on its bytes after c (every event of a configuration continues from the same
-    parser state), so a range whose first byte cannot follow is skipped whole."""
+    lexeme after byte c; they share the byte after c. Whether a token is allowed depends only
+    on its bytes after c (every event of a configuration continues from the same parser
+    state), so a range whose first byte cannot follow is skipped whole: the ranges are sorted
+    by that byte, those of byte b at `offsets[b]:offsets[b + 1]`, and `first_bits` has bit b
+    set when there are any (one AND with the bytes that may follow picks them)."""
 
-    # Arrays, not lists: a plan is built for every new walk (a list of lists cost more than
-    # the walk's check), and arrays are nothing the garbage collector has to walk.
+    # Arrays and ints, not lists: a plan is built for every new walk (a list of lists cost
+    # more than the walk's check), and none of this is anything the garbage collector walks.
     ranges: np.ndarray  # (k, 3) int32
-    first: np.ndarray  # (k,) uint8
-    firsts: frozenset[int]
+    offsets: tuple[int, ...]  # 257
+    first_bits: int
 
 
 #: A whole walk's boundary events of at most this many tokens (per column) are checked token
 #: by token against the parser; bigger ones are walked per follow-up terminal.
 SMALL_EVENT_ROWS = 256
-_NO_PLAN = SuffixPlan(np.zeros((0, 3), dtype=np.int64), np.zeros(0, dtype=np.uint8), frozenset())
+_NO_PLAN = SuffixPlan(np.zeros((0, 3), dtype=np.int32), (0,) * 257, 0)
 
 
 def suffix_plan(vocab: Vocab, walk: Walk, max_rows: int = SMALL_EVENT_ROWS) -> SuffixPlan:
@@ -314,7 +316,14 @@ def suffix_plan(vocab: Vocab, walk: Walk, max_rows: int = SMALL_EVENT_ROWS) -> S
                 small = ranges[np.bincount(cols, weights=sizes)[cols] <= max_rows]
             if len(small):
                 first = vocab.matrix[vocab.trie.order[small[:, 1]], small[:, 0]]
-                got = SuffixPlan(small, first, frozenset(first.tolist()))
+                order = np.argsort(first, kind="stable")
+                counts = np.bincount(first, minlength=256)
+                offsets = np.zeros(257, dtype=np.int64)
+                np.cumsum(counts, out=offsets[1:])
+                bits = np.packbits(counts != 0, bitorder="little").tobytes()
+                got = SuffixPlan(
+                    small[order], tuple(offsets.tolist()), int.from_bytes(bits, "little")
+                )
         object.__setattr__(walk, "plan", got)  # a race computes the same plan twice
     return got
 
