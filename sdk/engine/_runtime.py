@@ -352,9 +352,15 @@ class Runtime:
             if final:
                 for config2 in self.completions(config // n_lex, lex):
                     lex2 = config2 % n_lex
-                    nxt = self.target(lex2, byte)
-                    if nxt:
-                        out.add(config2 - lex2 + nxt)
+                    if lex2 < n_table:  # `target`, inline: a cold step's innermost loop
+                        t = lex_term[lex2]
+                        nxt = moves[t][lex_row[lex2] + columns[t][byte]]
+                        if nxt:
+                            out.add(config2 - lex2 + nxt + shift[t])
+                    else:
+                        nxt = self.target(lex2, byte)
+                        if nxt:
+                            out.add(config2 - lex2 + nxt)
         if len(out) > MAX_CONFIGS:
             raise TooComplexError(f"more than {MAX_CONFIGS} live parses")
         got = self.intern(out) if out else 0
