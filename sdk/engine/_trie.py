@@ -457,6 +457,20 @@ def chains(
 
 
 @kernel()
+def _run_rows(
+    run_lo: np.ndarray, run_hi: np.ndarray, n_run: int, taken: int, order: np.ndarray
+) -> np.ndarray:  # pragma: no cover - compiled
+    """The matrix rows of the trie positions in runs lo:hi (`taken` of them in all)."""
+    rows = np.empty(taken, np.int32)
+    k = 0
+    for r in range(n_run):
+        for p in range(run_lo[r], run_hi[r]):
+            rows[k] = order[p]
+            k += 1
+    return rows
+
+
+@kernel()
 def _grown(a: np.ndarray, n: int) -> np.ndarray:  # pragma: no cover - compiled
     """`a` with twice the room, its first n entries kept."""
     out = np.empty(2 * a.shape[0], a.dtype)
@@ -592,13 +606,7 @@ def _walk_trie(
     n_pos = tid.shape[0]
     if taken <= sparse_max:
         # few tokens stay inside: their matrix rows, not a bitmask of the whole vocabulary
-        rows = np.empty(taken, np.int32)
-        k = 0
-        for r in range(n_run):
-            for p in range(run_lo[r], run_hi[r]):
-                rows[k] = order[p]
-                k += 1
-        return events[:n_ev], rows, False
+        return events[:n_ev], _run_rows(run_lo, run_hi, n_run, taken, order), False
     if 2 * taken > n_pos:
         # most tokens stay inside: start from all of them and clear the gaps between runs
         bits[:] = full
@@ -711,12 +719,7 @@ def walk_literal(
     taken = 0
     for k in range(d):
         taken += hi_at[k] - lo_at[k]
-    rows = np.empty(taken, np.int32)
-    t = 0
-    for k in range(d):
-        for p in range(lo_at[k], hi_at[k]):
-            rows[t] = order[p]
-            t += 1
+    rows = _run_rows(lo_at, hi_at, d, taken, order)
     if d < n:  # the path ends inside the text: nothing completes the lexeme
         return events, rows
     m = 0
