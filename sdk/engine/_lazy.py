@@ -281,9 +281,8 @@ class _Counted(LazyDfa):
         self.lo, self.hi = lo, hi
         self.n_states = hi * width + 2
         self.nullable = lo == 0
-        self._item = item
-        #: per inner state p: (byte -> item class, and per class: live, items completed,
-        #: inner target), built when a row of p is first asked for
+        #: per inner state p: (byte -> slot, and per slot: live, items completed, inner
+        #: target), the distinct moves of `live/inc/target[p]`, built when p is first asked for
         self._moves1: dict[int, tuple[bytes, tuple[tuple[bool, int, int], ...]]] = {}
 
     def _split(self, qs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -308,15 +307,12 @@ class _Counted(LazyDfa):
             return _DEAD1
         got = self._moves1.get(p)
         if got is None:
-            item = self._item
-            acc = item.accepting
-            inner = [s for s in range(1, item.n_states) if not acc[s]]
-            pos = {s: i for i, s in enumerate(inner)}
-            row = item.table[inner[p]][item.classes].tolist()  # per byte
-            slots: dict[int, int] = {}
-            classes = bytes(slots.setdefault(t, len(slots)) for t in row)
-            moves = tuple((t != 0, int(acc[t]), pos.get(t, 0)) for t in slots)
-            got = self._moves1[p] = (classes, moves)
+            per_byte = zip(
+                self.live[p].tolist(), self.inc[p].tolist(), self.target[p].tolist(), strict=True
+            )
+            slots: dict[tuple[bool, int, int], int] = {}
+            classes = bytes(slots.setdefault(move, len(slots)) for move in per_byte)
+            got = self._moves1[p] = (classes, tuple(slots))
         classes, moves = got
         w = self.width
         return classes, tuple([1 + (k + inc) * w + t if live else 0 for live, inc, t in moves])

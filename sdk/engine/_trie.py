@@ -722,12 +722,7 @@ def walk_literal(
     rows = _run_rows(lo_at, hi_at, d, taken, order)
     if d < n:  # the path ends inside the text: nothing completes the lexeme
         return events, rows
-    m = 0
-    c = i + 1
-    while c < skip[i]:
-        m += 1
-        c = skip[c]
-    events = np.empty((m, 3), np.int64)
+    events = np.empty((256, 3), np.int64)  # a node has at most one child per byte
     m = 0
     c = i + 1
     while c < skip[i]:
@@ -736,7 +731,7 @@ def walk_literal(
         events[m, 2] = sub_hi[c]
         m += 1
         c = skip[c]
-    return events, rows
+    return events[:m], rows
 
 
 @kernel("(u1[:, ::1], i8[::1], i8[::1], i8, i4[:, ::1], u1[::1], b1[::1], i8)")
