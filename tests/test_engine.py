@@ -24,6 +24,7 @@ from sdk.engine._automata import compile_regex
 from sdk.engine._dfa import Dfa
 from sdk.errors import GrammarError, NoValidTokenError, RegexError, TokenRejectedError
 from tests import _oracle
+from tests._lark_trees import lark_statement, same_tree
 
 
 @dataclass(eq=False)
@@ -769,38 +770,6 @@ def test_one_line_definitions_cache_builds_the_same_grammar_as_lark() -> None:
     assert len(CompiledGrammar.from_lark(multi).terminals) >= 2
 
 
-def _same_tree(a: Any, b: Any) -> bool:
-    from lark import Token, Tree
-    from lark.grammar import Symbol
-
-    if isinstance(a, Tree):
-        return (
-            isinstance(b, Tree)
-            and a.data == b.data
-            and len(a.children) == len(b.children)
-            and all(_same_tree(x, y) for x, y in zip(a.children, b.children, strict=True))
-        )
-    if isinstance(a, Token):
-        return isinstance(b, Token) and a.type == b.type and str(a) == str(b)
-    if isinstance(a, Symbol):
-        return (
-            type(a) is type(b)
-            and a.name == b.name
-            and getattr(a, "filter_out", None) == getattr(b, "filter_out", None)
-        )
-    return bool(a == b)
-
-
-def _lark_statement(line: str) -> Any:
-    from lark.load_grammar import _parse_grammar
-
-    try:
-        stmts = _parse_grammar(line, "<?>").children
-    except Exception:
-        return None
-    return stmts[0] if len(stmts) == 1 else None
-
-
 _LINE_PIECES = [
     " ",
     "a",
@@ -855,8 +824,8 @@ def test_one_line_reader_builds_lark_s_trees_or_defers(head: str, body: list[str
     line = head + " ".join(body) if len(body) % 2 else head + "".join(body)
     mine = parse_line(line)
     if mine is not None:
-        ref = _lark_statement(line)
-        assert ref is not None and _same_tree(mine, ref), line
+        ref = lark_statement(line)
+        assert ref is not None and same_tree(mine, ref), line
 
 
 def test_one_line_reader_on_dev_schema_grammars() -> None:
@@ -883,7 +852,7 @@ def test_one_line_reader_on_dev_schema_grammars() -> None:
         mine = parse_line(line)
         if mine is not None:
             read += 1
-            assert _same_tree(mine, _lark_statement(line)), line
+            assert same_tree(mine, lark_statement(line)), line
     assert read > 0.95 * len(lines)
 
 

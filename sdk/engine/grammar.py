@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
@@ -85,10 +85,16 @@ class CompiledGrammar:
     @classmethod
     def from_lark(cls, text: str, *, start: str = "start") -> CompiledGrammar:
         """Compile Lark grammar text in the dialect of docs/internals/grammar-dialect.md."""
+        return cls._build(text, start, ())
+
+    @classmethod
+    def _build(cls, text: str, start: str, statements: Sequence[Any]) -> CompiledGrammar:
+        """`from_lark`, given the statement trees of `text`'s definition lines where known
+        (`SchemaGrammar.statements`: the schema compiler builds them with the text)."""
         au.work_budget.left = au.MAX_GRAMMAR_WORK
         try:
             with gc_paused():
-                return _Builder(text, start).build()
+                return _Builder(text, start, statements).build()
         except SDKError:
             raise
         except LarkError as e:
@@ -120,7 +126,7 @@ class CompiledGrammar:
                 close_objects=close_objects,
                 member_order=member_order,
             )
-            g = cls.from_lark(sg.lark)
+            g = cls._build(sg.lark, "start", sg.statements)
         g.validated = tuple(sg.validated)
         g.enforced = tuple(sg.enforced)
         g.schema = schema
@@ -150,9 +156,10 @@ class _SymNfa:
 
 
 class _Builder:
-    def __init__(self, text: str, start: str) -> None:
+    def __init__(self, text: str, start: str, statements: Sequence[Any] = ()) -> None:
         self.text = text
         self.start = start
+        self.statements = statements
         self.term_ids: dict[Any, int] = {}  # AST or name -> id
         self.terminals: list[au.AnyDfa] = []
         self.term_names: list[str] = []
@@ -271,7 +278,7 @@ class _Builder:
         gb = _CheckedBuilder()
         text, notes = _any_order.read_notes(self.text)
         with AST_LOCK:  # Lark evaluates the grammar's string literals with ast
-            _load_definitions(gb, text)
+            _load_definitions(gb, text, self.statements)
         grammar = gb.build()
         if grammar.ignore:
             raise GrammarError("%ignore is not supported: write whitespace into the grammar")
@@ -490,9 +497,10 @@ class _CheckedBuilder(GrammarBuilder):
                         return super().validate()
 
 
-def _load_definitions(gb: GrammarBuilder, text: str) -> None:
+def _load_definitions(gb: GrammarBuilder, text: str, statements: Sequence[Any] = ()) -> None:
     """`gb.load_grammar(text)`, with one-line definitions read by `parse_line` instead of
-    Lark's pure-Python grammar parser, which dominated the compile of big schemas.
+    Lark's pure-Python grammar parser, which dominated the compile of big schemas, or taken
+    from `statements` (one per definition line, None where not known) when given.
 
     Text in any other layout (continuation lines, comments, directives), or that fails to
     parse here, goes to Lark whole, so its errors read exactly as before. The definitions are
@@ -504,10 +512,14 @@ def _load_definitions(gb: GrammarBuilder, text: str) -> None:
     if not lines or not all(_DEFINITION_LINE.match(line) for line in lines):
         gb.load_grammar(text)
         return
+    if len(statements) != len(lines):
+        statements = ()
     defs: list[tuple[Any, ...]] = []
     try:
-        for line in lines:
-            stmt = parse_line(line)
+        for i, line in enumerate(lines):
+            stmt = statements[i] if statements else None
+            if stmt is None:
+                stmt = parse_line(line)
             if stmt is None:
                 stmts = _parse_grammar(line, "<?>").children
                 if len(stmts) != 1 or stmts[0].data not in ("rule", "term"):

@@ -28,12 +28,10 @@ from sdk.schema import (
     is_any,
 )
 
+from . import _trees
 from ._leaves import INTEGER, NUMBER, STRING, Leaves, is_plain_key, literal_number, literal_string
 from ._names import Names
-
-# An expression and its precedence: 0 alternation, 1 sequence, 2 atom.
-E = tuple[str, int]
-ALT, SEQ, ATOM = 0, 1, 2
+from ._trees import ALT, ATOM, SEQ, E
 
 MAX_REPEAT = 1000  # larger item-count bounds are validated instead of counted
 INLINE_LIMIT = 48  # object layouts bigger than this use one rule per suffix
@@ -54,23 +52,28 @@ GEMMA_ESC = "<escape>"
 PUNCT = {"LBRACE": "{", "RBRACE": "}", "LSQB": "[", "RSQB": "]", "COMMA": ",", "COLON": ":"}
 
 
+def sym(text: str) -> E:
+    """An atom: a rule or terminal name, or a string literal's Lark text."""
+    return (text, ATOM, "sym")
+
+
 def seq(parts: list[E | None]) -> E:
     items = [p for p in parts if p is not None and p[0]]
     if len(items) == 1:
         return items[0]
-    return (" ".join(t if p >= SEQ else f"({t})" for t, p in items), SEQ)
+    text = " ".join(t if p >= SEQ else f"({t})" for t, p, _ in items)
+    return (text, SEQ, ("seq", items))
 
 
 def alt(parts: list[E]) -> E | None:
-    seen: list[str] = []
-    for t, _ in parts:
-        if t not in seen:
-            seen.append(t)
+    seen: dict[str, E] = {}
+    for e in parts:
+        seen.setdefault(e[0], e)
     if not seen:
         return None
     if len(seen) == 1:
-        return parts[[t for t, _ in parts].index(seen[0])]
-    return (" | ".join(seen), ALT)
+        return next(iter(seen.values()))
+    return (" | ".join(seen), ALT, ("alt", list(seen.values())))
 
 
 def atom(e: E) -> str:
@@ -78,7 +81,7 @@ def atom(e: E) -> str:
 
 
 def opt(e: E) -> E:
-    return (atom(e) + "?", ATOM)
+    return (atom(e) + "?", ATOM, ("op", e, "?"))
 
 
 def rep(e: E, lo: int, hi: int | None) -> E | None:
@@ -88,15 +91,17 @@ def rep(e: E, lo: int, hi: int | None) -> E | None:
         return None
     if hi is None:
         if lo == 0:
-            return (a + "*", ATOM)
+            return (a + "*", ATOM, ("op", e, "*"))
         if lo == 1:
-            return (a + "+", ATOM)
-        return (f"{a} ~ {lo} {a}*", SEQ)
+            return (a + "+", ATOM, ("op", e, "+"))
+        return (f"{a} ~ {lo} {a}*", SEQ, ("more", e, lo))
     if (lo, hi) == (0, 1):
-        return (a + "?", ATOM)
+        return (a + "?", ATOM, ("op", e, "?"))
     if lo == hi:
-        return (f"{a} ~ {lo}" if lo > 1 else a, SEQ if lo > 1 else ATOM)
-    return (f"{a} ~ {lo}..{hi}", SEQ)
+        if lo == 1:
+            return (a, ATOM, ("same", e))
+        return (f"{a} ~ {lo}", SEQ, ("count", e, lo, None))
+    return (f"{a} ~ {lo}..{hi}", SEQ, ("count", e, lo, hi))
 
 
 def lark_regex(regex: str) -> str:
@@ -162,8 +167,10 @@ class Emitter:
             self.names.reserve(n)
         for n in (*PUNCT, "STRING", "NUMBER", "INTEGER", "NEVER"):
             self.names.reserve(n)
-        self.rules: dict[str, str] = {}
+        self.rules: dict[str, E] = {}  # in the order written; bodies filled in later
         self.notes: list[str] = []  # `//@any_order` lines, after the definitions
+        # One Lark statement per line of `run`'s text (notes aside); None: read the line.
+        self.statements: list[Any | None] = []
         self.terminals: dict[str, str] = {}
         self.term_by_regex: dict[str, str] = {}
         self.rule_by_node: dict[Any, str] = {}
@@ -174,7 +181,7 @@ class Emitter:
 
     # -- driver ---------------------------------------------------------------------------
     def run(self, root: Node) -> str:
-        self.rules["start"] = ""
+        self.rules["start"] = _PENDING
         if self.python or self.xml:
             if not (
                 isinstance(root, Typed)
@@ -192,16 +199,22 @@ class Emitter:
         e = self.expr(root, "root")
         if e is None:
             raise SchemaError("the schema admits no value", "")
-        self.rules["start"] = e[0]
+        self.rules["start"] = e
         while self.pending:
             key = self.pending.pop(0)
             self.define(self.def_rules[key], self.defs.nodes[key])
         if self.generic:
             self._generic_rules()
-        lines = [f"{name}: {body}" for name, body in self.rules.items()]
-        used = {t for t in PUNCT if any(t in b for b in self.rules.values())}
-        lines += [f"{t}: {self._punct(PUNCT[t])}" for t in PUNCT if t in used]
-        lines += [f"{name}: {lark_regex(rx)}" for name, rx in self.terminals.items()]
+        lines = [f"{name}: {body[0]}" for name, body in self.rules.items()]
+        trees = _trees.Trees()
+        statements = [trees.rule(name, body) for name, body in self.rules.items()]
+        used = [t for t in PUNCT if any(t in b[0] for b in self.rules.values())]
+        for name, literal in [(t, self._punct(PUNCT[t])) for t in used] + [
+            (name, lark_regex(rx)) for name, rx in self.terminals.items()
+        ]:
+            lines.append(f"{name}: {literal}")
+            statements.append(_trees.terminal(name, literal))
+        self.statements = statements
         lines += self.notes
         return "\n".join(lines) + "\n"
 
@@ -221,14 +234,21 @@ class Emitter:
         self.term(STRING, "STRING")
         self.term(NUMBER, "NUMBER")
         k = self.kw
-        self.rules["json_value"] = (
-            f'json_object | json_array | STRING | NUMBER | "{k["true"]}" | "{k["false"]}" '
-            f'| "{k["null"]}"'
+        value = sym("json_value")
+        self.rules["json_value"] = cast(
+            E,
+            alt(
+                [
+                    *map(sym, ("json_object", "json_array", "STRING", "NUMBER")),
+                    *(sym(f'"{k[w]}"') for w in ("true", "false", "null")),
+                ]
+            ),
         )
-        self.rules["json_object"] = (
-            "LBRACE (STRING COLON json_value (COMMA STRING COLON json_value)*)? RBRACE"
-        )
-        self.rules["json_array"] = "LSQB (json_value (COMMA json_value)*)? RSQB"
+        pair = seq([sym("STRING"), sym("COLON"), value])
+        more = cast(E, rep(seq([sym("COMMA"), pair]), 0, None))
+        self.rules["json_object"] = seq([sym("LBRACE"), opt(seq([pair, more])), sym("RBRACE")])
+        more = cast(E, rep(seq([sym("COMMA"), value]), 0, None))
+        self.rules["json_array"] = seq([sym("LSQB"), opt(seq([value, more])), sym("RSQB")])
 
     def term(self, regex: str, hint: str, literals: list[str] | None = None) -> E:
         """The terminal for `regex` (shared by equal regexes). `literals`: the strings a
@@ -248,11 +268,11 @@ class Emitter:
                     self.python and any("/" in v for v in literals)
                 )
             self.terminals[name] = self.avoid + regex if avoid else regex
-        return (name, ATOM)
+        return sym(name)
 
     def define(self, name: str, node: Node) -> None:
         """Emit `name: ...` for a node; objects and arrays get their layout directly."""
-        self.rules[name] = ""
+        self.rules[name] = _PENDING
         body: E | None
         if isinstance(node, Typed) and _single(node) == "obj" and node.obj is not None:
             self.rule_by_node[node.obj] = name
@@ -265,8 +285,8 @@ class Emitter:
         if body is None:
             self.names.reserve("NEVER")
             self.terminals["NEVER"] = "[^\\x00-\\U0010ffff]"
-            body = ("NEVER", ATOM)
-        self.rules[name] = body[0]
+            body = sym("NEVER")
+        self.rules[name] = body
 
     # -- emptiness ------------------------------------------------------------------------
     def _nonempty_defs(self) -> set[str]:
@@ -284,14 +304,14 @@ class Emitter:
     def expr(self, node: Node, hint: str) -> E | None:
         if isinstance(node, AnyValue) or is_any(node):
             self.generic = True
-            return ("json_value", ATOM)
+            return sym("json_value")
         if isinstance(node, Ref):
             if node.key not in self.nonempty:
                 return None
             if node.key not in self.def_rules:
                 self.def_rules[node.key] = self.names.rule(self.defs.names[node.key])
                 self.pending.append(node.key)
-            return (self.def_rules[node.key], ATOM)
+            return sym(self.def_rules[node.key])
         if isinstance(node, Union):
             return alt([e for e in (self.expr(a, hint) for a in node.alts) if e is not None])
         if isinstance(node, Consts):
@@ -299,9 +319,9 @@ class Emitter:
         assert isinstance(node, Typed)
         parts: list[E | None] = []
         if node.null:
-            parts.append((f'"{self.kw["null"]}"', ATOM))
+            parts.append(sym(f'"{self.kw["null"]}"'))
         if node.boolean:
-            parts += [(f'"{self.kw["true"]}"', ATOM), (f'"{self.kw["false"]}"', ATOM)]
+            parts += [sym(f'"{self.kw["true"]}"'), sym(f'"{self.kw["false"]}"')]
         if node.number is not None:
             r = self.leaves.number(node.number)
             if r is not None:
@@ -322,16 +342,16 @@ class Emitter:
     def composite(self, node: Obj | Arr, hint: str) -> E | None:
         if node in self.rule_by_node:
             name = self.rule_by_node[node]
-            return (name, ATOM) if name in self.rules else None
+            return sym(name) if name in self.rules else None
         name = self.names.rule(hint)
         self.rule_by_node[node] = name
-        self.rules[name] = ""
+        self.rules[name] = _PENDING
         body = self.obj_body(node, name) if isinstance(node, Obj) else self.arr_body(node, name)
         if body is None:
             del self.rules[name]
             return None
-        self.rules[name] = body[0]
-        return (name, ATOM)
+        self.rules[name] = body
+        return sym(name)
 
     # -- constants ------------------------------------------------------------------------
     def consts(self, node: Consts, hint: str) -> E | None:
@@ -351,7 +371,7 @@ class Emitter:
     def value(self, v: Any, hint: str) -> E:
         """The grammar for exactly one JSON value (objects keep the constant's key order)."""
         if v is None or isinstance(v, bool):
-            return (json.dumps(self.kw[json.dumps(v)]), ATOM)
+            return sym(json.dumps(self.kw[json.dumps(v)]))
         if isinstance(v, int | float):
             return self.term(literal_number(v), hint)
         if isinstance(v, str):
@@ -362,23 +382,23 @@ class Emitter:
             items: list[E | None] = []
             for i, x in enumerate(v):
                 if i:
-                    items.append(("COMMA", ATOM))
+                    items.append(sym("COMMA"))
                 items.append(self.value(x, hint))
-            return seq([("LSQB", ATOM), *items, ("RSQB", ATOM)])
+            return seq([sym("LSQB"), *items, sym("RSQB")])
         members: list[E | None] = []
         for i, (k, x) in enumerate(v.items()):
             if i:
-                members.append(("COMMA", ATOM))
-            members += [self.key(k, hint), ("COLON", ATOM), self.value(x, hint)]
-        return seq([("LBRACE", ATOM), *members, ("RBRACE", ATOM)])
+                members.append(sym("COMMA"))
+            members += [self.key(k, hint), sym("COLON"), self.value(x, hint)]
+        return seq([sym("LBRACE"), *members, sym("RBRACE")])
 
     def key(self, name: str, hint: str) -> E:
         if self.gemma:  # bare keys: they end at the `:` that follows
             if not name or not GEMMA_KEY.fullmatch(name):
                 raise SchemaError(f"property {name!r} cannot be a bare FunctionGemma key", "")
-            return (json.dumps(name), ATOM)
+            return sym(json.dumps(name))
         if is_plain_key(name) and not any(t in name for t in self.reserved):
-            return (json.dumps(json.dumps(name)), ATOM)
+            return sym(json.dumps(json.dumps(name)))
         return self.term(literal_string(name), hint + "_key", [name])
 
     # -- objects --------------------------------------------------------------------------
@@ -387,9 +407,9 @@ class Emitter:
         if kwargs and self.xml:
             return self.xml_params(o, name)
         lb, rb, colon = (
-            (('"("', ATOM), ('")"', ATOM), ('"="', ATOM))
+            (sym('"("'), sym('")"'), sym('"="'))
             if kwargs
-            else (("LBRACE", ATOM), ("RBRACE", ATOM), ("COLON", ATOM))
+            else (sym("LBRACE"), sym("RBRACE"), sym("COLON"))
         )
         members: list[tuple[E, bool]] = []
         kept: list[str] = []
@@ -405,7 +425,7 @@ class Emitter:
                     "argument of a pythonic call",
                     o.pointer,
                 )
-            key = (json.dumps(pname), ATOM) if kwargs else self.key(pname, f"{name}_{pname}")
+            key = sym(json.dumps(pname)) if kwargs else self.key(pname, f"{name}_{pname}")
             pair = seq([key, colon, ve])
             members.append((pair, pname in o.required))
             kept.append(pname)
@@ -483,7 +503,7 @@ class Emitter:
                     return None
                 continue
             head = json.dumps(f"<parameter={pname}>\n")
-            block = seq([(head, ATOM), ve, (json.dumps(XML_END + "\n"), ATOM)])
+            block = seq([sym(head), ve, sym(json.dumps(XML_END + "\n"))])
             blocks.append((block, pname in o.required))
         out: E | None = None
         for i in range(len(blocks) - 1, -1, -1):
@@ -491,10 +511,10 @@ class Emitter:
             piece = seq([block if required else opt(block), out])
             if i:  # one rule per suffix
                 rule = self.names.rule(f"{name}_params{i}")
-                self.rules[rule] = piece[0]
-                piece = (rule, ATOM)
+                self.rules[rule] = piece
+                piece = sym(rule)
             out = piece
-        return out if out is not None else ("", SEQ)
+        return out if out is not None else ("", SEQ, _trees.EMPTY)
 
     def xml_value(self, node: Node, hint: str) -> E | None:
         """Raw text for string parameters (their `null` is the text `null`), JSON otherwise."""
@@ -557,11 +577,11 @@ class Emitter:
         """One constant string, between `<escape>` markers."""
         if GEMMA_ESC in text:
             raise SchemaError(f"a constant string holds {GEMMA_ESC!r}", "")
-        return (json.dumps(GEMMA_ESC + text + GEMMA_ESC), ATOM)
+        return sym(json.dumps(GEMMA_ESC + text + GEMMA_ESC))
 
     def gemma_string(self, st: Str, hint: str) -> E:
         body = self.term(self.raw_string(st, (GEMMA_ESC, *self.reserved)), hint)
-        esc = (json.dumps(GEMMA_ESC), ATOM)
+        esc = sym(json.dumps(GEMMA_ESC))
         return seq([esc, body, esc])
 
     def _members(
@@ -584,7 +604,7 @@ class Emitter:
             return self._members_any_order(members, extra, ex_lo, ex_hi, name, deps or [])
         if self.any_order and n > MAX_ANY_ORDER:
             return self._members_seen_set(members, extra, ex_lo, ex_hi, name, deps or [])
-        comma = ("COMMA", ATOM)
+        comma = sym("COMMA")
         extra, star, tail, interleave = self._extras_layout(extra, ex_lo, ex_hi, name, n)
         first_req = next((i for i, (_, r) in enumerate(members) if r), n)
         # Lark expands every optional group of a rule into alternatives (2^k), so layouts with
@@ -595,7 +615,7 @@ class Emitter:
         if chained:  # reserve the suffix rules in reading order
             for i in range(0 if interleave else 1, n - 1):
                 rest_names[i] = self.names.rule(f"{name}_rest{i}")
-                self.rules[rest_names[i]] = ""
+                self.rules[rest_names[i]] = _PENDING
 
         # rest[i]: members i.. (each with its leading comma) and the extra members. Built from
         # the end (a recursive closure would be a reference cycle holding the emitter).
@@ -606,8 +626,8 @@ class Emitter:
             piece = seq([comma, m, star])
             out = seq([piece if req else opt(piece), rest[i + 1]])
             if i in rest_names:
-                self.rules[rest_names[i]] = out[0]
-                out = (rest_names[i], ATOM)
+                self.rules[rest_names[i]] = out
+                out = sym(rest_names[i])
             rest[i] = out
 
         alts: list[E] = []
@@ -636,13 +656,11 @@ class Emitter:
         if interleave and extra is not None:
             if extra[1] != ATOM:
                 rule = self.names.rule(f"{name}_extra")
-                self.rules[rule] = extra[0]
-                extra = (rule, ATOM)
-            star = rep(seq([("COMMA", ATOM), extra]), 0, None)
+                self.rules[rule] = extra
+                extra = sym(rule)
+            star = rep(seq([sym("COMMA"), extra]), 0, None)
         tail = (
-            None
-            if interleave or extra is None
-            else rep(seq([("COMMA", ATOM), extra]), ex_lo, ex_hi)
+            None if interleave or extra is None else rep(seq([sym("COMMA"), extra]), ex_lo, ex_hi)
         )
         return extra, star, tail, interleave
 
@@ -653,8 +671,8 @@ class Emitter:
         for i, (m, _) in enumerate(members):
             if i in shared and m[1] != ATOM:
                 rule = self.names.rule(f"{name}_member{i}")
-                self.rules[rule] = m[0]
-                m = (rule, ATOM)
+                self.rules[rule] = m
+                m = sym(rule)
             pairs.append(m)
         return pairs
 
@@ -672,7 +690,7 @@ class Emitter:
         it and every dependency of those in it is met. Extra members go where `_members` puts
         them (anywhere when their number is unbounded, else after all the declared ones)."""
         n = len(members)
-        comma = ("COMMA", ATOM)
+        comma = sym("COMMA")
         extra, star, tail, interleave = self._extras_layout(extra, ex_lo, ex_hi, name, n)
         pairs = self._shared_pairs(members, name, set(range(n)))  # each in 2^(n-1) rules
         required = sum(1 << i for i, (_, r) in enumerate(members) if r)
@@ -702,8 +720,8 @@ class Emitter:
                 body = seq([star, body])
             if body is not None and not re.fullmatch(r"\w+", body[0]):  # shared: a rule
                 rule = self.names.rule(f"{name}_seen{seen}")
-                self.rules[rule] = body[0]
-                body = (rule, ATOM)
+                self.rules[rule] = body
+                body = sym(rule)
             after[seen] = body
             return body
 
@@ -744,15 +762,14 @@ class Emitter:
             return _DEAD
         extra, _star, tail, interleave = self._extras_layout(extra, ex_lo, ex_hi, name, n)
         pairs = [self._rule_for(m, f"{name}_member{i}") for i, (m, _) in enumerate(members)]
-        comma = self._rule_for(("COMMA", ATOM), f"{name}_comma")
+        comma = self._rule_for(sym("COMMA"), f"{name}_comma")
         extra_rule = self._rule_for(extra, f"{name}_extra") if interleave and extra else None
         tail_rule = self._rule_for(tail, f"{name}_tail") if tail is not None else None
         required = [i for i, (_, r) in enumerate(members) if r]
         items = " | ".join(pairs + ([extra_rule] if extra_rule else []))
         rule = self.names.rule(f"{name}_any")
-        self.rules[rule] = f"({items}) ({comma} ({items}))*" + (
-            f" {tail_rule}?" if tail_rule else ""
-        )
+        text = f"({items}) ({comma} ({items}))*" + (f" {tail_rule}?" if tail_rule else "")
+        self.rules[rule] = (text, SEQ, None)
         spec = {
             "rule": rule,
             "members": pairs,
@@ -763,7 +780,7 @@ class Emitter:
             "deps": [[t, list(need)] for t, need in deps],
         }
         self.notes.append(ANY_ORDER_NOTE + json.dumps(spec, separators=(",", ":")))
-        alts: list[E] = [(rule, ATOM)]
+        alts: list[E] = [sym(rule)]
         if not interleave and not required and extra is not None and ex_hi != 0:
             alts.append(_extras_only(extra, ex_lo, ex_hi))
         body = alt(alts)
@@ -775,7 +792,7 @@ class Emitter:
         if re.fullmatch(r"[a-z_][a-z0-9_]*", e[0]):
             return e[0]
         rule = self.names.rule(base)
-        self.rules[rule] = e[0]
+        self.rules[rule] = e
         return rule
 
     def _dependencies(
@@ -810,7 +827,7 @@ class Emitter:
         object can only end once every dependency of what it holds is met. `_DEAD` when no
         member list satisfies them (a required trigger whose needed member cannot exist)."""
         n = len(members)
-        comma = ("COMMA", ATOM)
+        comma = sym("COMMA")
         extra, star, tail, interleave = self._extras_layout(extra, ex_lo, ex_hi, name, n)
         tracked = {t for t, _ in deps} | {x for _, need in deps for x in need if x is not None}
         pairs = self._shared_pairs(members, name, tracked)
@@ -859,8 +876,8 @@ class Emitter:
                     out = opt(body) if empty else body
                     if not re.fullmatch(r"\w+", out[0]):
                         rule = self.names.rule(f"{name}_rest{i}")
-                        self.rules[rule] = out[0]
-                        out = (rule, ATOM)
+                        self.rules[rule] = out
+                        out = sym(rule)
             memo[key] = out
             return out
 
@@ -902,15 +919,15 @@ class Emitter:
                 continue
             k = self.leaves.key(declared, p, [], o.names, o.pointer)
             if k is not None:
-                parts.append(seq([self.term(k, f"{name}_pattern_key"), ("COLON", ATOM), ve]))
+                parts.append(seq([self.term(k, f"{name}_pattern_key"), sym("COLON"), ve]))
         ve = self.expr(o.additional, f"{name}_value")
         if ve is not None:
             k = self.leaves.key(declared, None, [p for p, _ in o.patterns], o.names, o.pointer)
             if k is not None:
-                key = ("STRING", ATOM) if k == STRING else self.term(k, f"{name}_key")
+                key = sym("STRING") if k == STRING else self.term(k, f"{name}_key")
                 if k == STRING:
                     self.term(STRING, "STRING")
-                parts.append(seq([key, ("COLON", ATOM), ve]))
+                parts.append(seq([key, sym("COLON"), ve]))
         return alt(parts)
 
     # -- arrays ---------------------------------------------------------------------------
@@ -922,7 +939,7 @@ class Emitter:
         if hi is not None and hi > MAX_REPEAT:
             self.usage.validate("maxItems", a.pointer, "bound too large to count")
             hi = None
-        comma = ("COMMA", ATOM)
+        comma = sym("COMMA")
         if a.contains is not None:
             item = self.expr(a.items, f"{name}_item")
             c = self.expr(a.contains, f"{name}_contains")
@@ -930,7 +947,7 @@ class Emitter:
                 return None
             before = rep(seq([item, comma]), 0, None) if item else None
             after = rep(seq([comma, item]), 0, None) if item else None
-            return seq([("LSQB", ATOM), before, c, after, ("RSQB", ATOM)])
+            return seq([sym("LSQB"), before, c, after, sym("RSQB")])
         k = len(a.prefix) if hi is None else min(len(a.prefix), hi)
         pe: list[E] = []
         rest_ok = True
@@ -964,7 +981,7 @@ class Emitter:
                 cur = seq([comma if i else None, pe[i], cur])
                 if i >= lo:
                     cur = opt(cur)
-        return seq([("LSQB", ATOM), cur, ("RSQB", ATOM)])
+        return seq([sym("LSQB"), cur, sym("RSQB")])
 
 
 def _single(node: Typed) -> str | None:
@@ -1012,6 +1029,7 @@ def _ne(node: Node, known: set[str], depth: int) -> bool:
     return False
 
 
+_PENDING: E = ("", SEQ, None)  # a rule named, its body not written yet
 _DEAD = object()  # no member list can follow: the object is impossible from here
 
 
@@ -1047,7 +1065,5 @@ def _needs_the_impossible(
 
 def _extras_only(extra: E, ex_lo: int, ex_hi: int | None) -> E:
     """An object of extra members only: the first without a comma, then the rest."""
-    more = rep(
-        seq([("COMMA", ATOM), extra]), max(ex_lo - 1, 0), None if ex_hi is None else ex_hi - 1
-    )
+    more = rep(seq([sym("COMMA"), extra]), max(ex_lo - 1, 0), None if ex_hi is None else ex_hi - 1)
     return seq([extra, more])

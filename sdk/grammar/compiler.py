@@ -19,7 +19,7 @@ Documented choices:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sdk.errors import SchemaError, SDKError, TooComplexError
@@ -75,6 +75,9 @@ class SchemaGrammar:
     enforced: tuple[KeywordUse, ...]
     validated: tuple[KeywordUse, ...]
     schema: Any
+    #: The Lark statement tree of each definition line of `lark`, in order (None: none built,
+    #: the engine reads that line), so the engine need not parse the text back.
+    statements: tuple[Any, ...] = field(default=(), repr=False, compare=False)
 
 
 def compile_schema(
@@ -130,7 +133,8 @@ def compile_schema(
             raise SchemaError(
                 f"surface must be 'json', 'python', 'xml' or 'gemma', not {surface!r}"
             )
-        text = Emitter(norm, whitespace, seps, reserved, surface, member_order).run(norm.root)
+        emitter = Emitter(norm, whitespace, seps, reserved, surface, member_order)
+        text = emitter.run(norm.root)
     except SDKError:
         raise
     except RecursionError:
@@ -139,4 +143,6 @@ def compile_schema(
         raise SchemaError(f"cannot compile schema: {type(exc).__name__}: {exc}") from exc
     if len(text) > MAX_GRAMMAR_CHARS:
         raise TooComplexError(f"grammar of {len(text)} characters exceeds the limit")
-    return SchemaGrammar(text, norm.usage.enforced, norm.usage.validated, schema)
+    return SchemaGrammar(
+        text, norm.usage.enforced, norm.usage.validated, schema, tuple(emitter.statements)
+    )
