@@ -715,6 +715,71 @@ def test_excluded_words_built_directly_match_the_product(words: list[str], rest:
     slow = au.product(after, au.prefix_closed(au.table(au.compile_node(body))), negate_b=True)
     assert au.product(fast, slow, negate_b=True).is_empty, (words, rest)
     assert au.product(slow, fast, negate_b=True).is_empty, (words, rest)
+    _assert_trimmed(fast)
+
+
+def _assert_trimmed(dfa: Any) -> None:
+    """Every state but the dead one is reachable from the start and can reach acceptance: a
+    state that cannot would let a mask allow a token with no valid continuation."""
+    trans = dfa.trans
+    n = dfa.n_states
+    reach = {1} if n > 1 else set()
+    todo = list(reach)
+    while todo:
+        s = todo.pop()
+        for t in set(trans[s].tolist()) - {0} - reach:
+            reach.add(t)
+            todo.append(t)
+    live = {s for s in range(1, n) if dfa.accepting[s]}
+    grew = True
+    while grew:
+        grew = False
+        for s in range(1, n):
+            if s not in live and live & set(trans[s].tolist()):
+                live.add(s)
+                grew = True
+    if dfa.is_empty:
+        return
+    assert reach == live == set(range(1, n)), (sorted(reach), sorted(live), n)
+
+
+@given(
+    n=st.integers(1, 12),
+    data=st.data(),
+)
+@settings(max_examples=150, deadline=None)
+def test_trim_keeps_exactly_the_reachable_live_states(n: int, data: st.DataObject) -> None:
+    """`trim_states` against a plain Python search: reachable from state 1 through states
+    that can reach acceptance, and moves into the others cut to the dead state."""
+    from sdk.engine._pairs import trim_states
+
+    k = data.draw(st.integers(1, 3))
+    cells = data.draw(st.lists(st.integers(0, n - 1), min_size=n * k, max_size=n * k))
+    trans = np.asarray(cells, dtype=np.int32).reshape(n, k)
+    trans[0] = 0
+    acc = np.asarray(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
+    acc[0] = False
+    live = {s for s in range(1, n) if acc[s]}
+    grew = True
+    while grew:
+        grew = False
+        for s in range(1, n):
+            if s not in live and live & set(trans[s].tolist()):
+                live.add(s)
+                grew = True
+    reach: set[int] = set()
+    todo = [1] if 1 in live else []
+    while todo:
+        s = todo.pop()
+        if s in reach:
+            continue
+        reach.add(s)
+        todo += [t for t in trans[s].tolist() if t in live]
+    expected_trans = np.where(np.isin(trans, sorted(live)), trans, 0)
+    expected_trans[0] = 0
+    got = trim_states(trans, acc)
+    assert set(np.nonzero(got)[0].tolist()) == reach
+    assert np.array_equal(trans, expected_trans)
 
 
 _UNION_PARTS = (r"[a-c]{0,400}", r"(?:ab|c){3,300}x?")

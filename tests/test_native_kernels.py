@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sdk.engine import _native, _trie
+from sdk.engine import _native, _pairs, _trie
 from sdk.engine._automata import compile_regex
 from sdk.engine._dfa import Dfa
 
@@ -157,7 +157,7 @@ def test_built_and_jit_kernels_agree_on_random_automata(
     jit: dict[str, Any], pattern: str, tokens: list[str]
 ) -> None:
     """Every kernel the engine calls per state gives the same arrays built and JIT-compiled:
-    the class map, the literal path, the canonical form, the chains, the trie walks."""
+    the class map, the literal path, the canonical form, the chains, the trie walks, the trim."""
     dfa = compile_regex(pattern)
     if not isinstance(dfa, Dfa):
         return
@@ -193,6 +193,10 @@ def test_built_and_jit_kernels_agree_on_random_automata(
             other = _trie.walk_trie(trie, t, c, acc, chain, q, 8)
         for x, y in zip(built, other, strict=True):
             assert (x is None and y is None) or np.array_equal(x, y), (pattern, q)
+    built_trans, jit_trans = t.copy(), t.copy()
+    keep = _pairs.trim_states(built_trans, acc)
+    assert np.array_equal(keep, jit["pairs__trim_states"](jit_trans, acc)), pattern
+    assert np.array_equal(built_trans, jit_trans), pattern
     nodes = (trie.byte, trie.skip, trie.sub_lo, trie.sub_hi, trie.end_lo, trie.end_hi)
     for text in raw:
         same("walk_literal", *nodes, trie.roots, trie.order, np.frombuffer(text + b"a", np.uint8))

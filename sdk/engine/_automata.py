@@ -529,36 +529,6 @@ def with_classes(table: np.ndarray, accepting: np.ndarray, byte_class: np.ndarra
     return Dfa(table, accepting, classes.astype(np.uint8))
 
 
-def _edges(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct (source, target) pairs of a transition table, dead state excluded."""
-    n = trans.shape[0]
-    if n > 64 and trans.shape[1] == 256:  # most bytes behave alike: one column per class
-        trans = trans[:, byte_classes(trans)[0]]
-    # Distinct targets per row: sorting short rows beats hashing all n * columns codes.
-    targets = np.sort(trans, axis=1)
-    keep = targets != 0
-    keep[:, 1:] &= targets[:, 1:] != targets[:, :-1]
-    keep[0] = False
-    src = np.broadcast_to(np.arange(n, dtype=np.int64)[:, None], targets.shape)[keep]
-    return src, targets[keep].astype(np.int64)
-
-
-def _bfs(start: np.ndarray, src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
-    """States reachable from `start` (bool mask) following src → dst edges (CSR, plain BFS)."""
-    order = np.argsort(src, kind="stable")
-    bounds = np.searchsorted(src[order], np.arange(n + 1)).tolist()
-    targets = dst[order].tolist()
-    seen = start.tolist()
-    todo = [q for q in range(n) if seen[q]]
-    while todo:
-        q = todo.pop()
-        for t in targets[bounds[q] : bounds[q + 1]]:
-            if not seen[t]:
-                seen[t] = True
-                todo.append(t)
-    return np.asarray(seen, dtype=bool)
-
-
 def _trim(trans: np.ndarray, acc: np.ndarray, byte_class: np.ndarray | None = None) -> Dfa:
     """Drop states that cannot reach acceptance or cannot be reached; renumber from 1.
 
@@ -569,8 +539,10 @@ def _trim(trans: np.ndarray, acc: np.ndarray, byte_class: np.ndarray | None = No
     `trans` is the caller's scratch (int32, built for this call): it is edited in place and
     may become the result's table. A construction's table is its peak memory: copies of it
     here took a 100k-state product's transient from one table's bytes to several."""
+    from ._pairs import trim_states
+
     n = trans.shape[0]
-    acc = acc.copy()
+    acc = np.array(acc, dtype=bool)
     acc[0] = False
 
     def done(t: np.ndarray, accepting: np.ndarray) -> Dfa:
@@ -579,18 +551,12 @@ def _trim(trans: np.ndarray, acc: np.ndarray, byte_class: np.ndarray | None = No
 
     if n < 2:
         return Dfa(np.zeros((2, 256), dtype=np.int32), np.zeros(2, dtype=bool))
-    src, dst = _edges(trans)
-    live = _bfs(acc, dst, src, n)  # co-reachable: reverse edges from accepting states
-    live[0] = False
-    if not live[1]:  # empty language
+    if trans.dtype != np.int32 or not trans.flags.c_contiguous:
+        trans = np.ascontiguousarray(trans, dtype=np.int32)
+    reach = trim_states(trans, acc)  # moves into dead ends now go to the dead state
+    if not reach[1]:  # empty language
         return Dfa(np.zeros((2, 256), dtype=np.int32), np.zeros(2, dtype=bool))
-    np.multiply(trans, live[trans], out=trans)  # moves into dead ends go to the dead state
-    keep_edge = live[src] & live[dst]
-    start = np.zeros(n, dtype=bool)
-    start[1] = True
-    reach = _bfs(start, src[keep_edge], dst[keep_edge], n) & live
-    del src, dst, keep_edge
-    if reach.all() or (reach[1:].all()):
+    if reach[1:].all():
         return done(trans, acc)
     idx = np.concatenate([[0], np.nonzero(reach)[0]])  # start (1) stays first among kept
     remap = np.zeros(n, dtype=trans.dtype)
@@ -817,32 +783,45 @@ def excluding_prefixes(after: Dfa, words: list[bytes]) -> Dfa:
     round per byte of the longest word on what is a trie."""
     if b"" in words:
         return empty_dfa()
+    after = after.compacted()  # the same automaton, one column per byte class
     child, end = _word_trie(words)
     n_nodes = len(child)
-    at = np.zeros(n_nodes, dtype=np.int64)  # the state of `after` each node's prefix reaches
+    table, classes = after.table.tolist(), after.classes.tolist()  # small: Python reads
+    at = [0] * n_nodes  # the state of `after` each node's prefix reaches
     at[0] = 1
+    used: set[int] = set()  # the bytes of the words
     for u in range(n_nodes):  # parents are created before their children
+        row = table[at[u]]
         for b, c in child[u].items():
-            at[c] = after.move(at[u], b)
+            at[c] = row[classes[b]]
+            used.add(b)
     # nodes with the same state of `after` and the same (merged) children accept the same
     # rests: one state for each, as minimisation would (word endings share their tails)
     same: dict[tuple[object, ...], int] = {}
     canon = list(range(n_nodes))
     for u in range(n_nodes - 1, -1, -1):  # children before parents
-        sig = (int(at[u]), end[u], tuple((b, canon[c]) for b, c in sorted(child[u].items())))
+        sig = (at[u], end[u], tuple((b, canon[c]) for b, c in sorted(child[u].items())))
         canon[u] = same.setdefault(sig, u)
-    # states: 0 dead, 1..n_nodes the trie nodes, then after's states 1.. shifted by n_nodes
-    shift = n_nodes
-    dense = after.trans  # per byte: the trie's rows below set single bytes
-    moved = np.where(dense != 0, dense + shift, 0).astype(np.int32)
-    rows = moved[at]
-    rows[at == 0] = 0
+    # states: 0 dead, 1..n_nodes the trie nodes, then after's states 1.. shifted by n_nodes.
+    # Columns: after's byte classes, with each byte of a word in a class of its own (every
+    # column is some byte's: a column no byte takes would keep unreachable states alive).
+    key = after.classes.astype(np.int64) * 257
+    own = np.fromiter(used, dtype=np.int64, count=len(used))
+    key[own] += own + 1
+    uniq, byte_class = np.unique(key, return_inverse=True)
+    byte_class = byte_class.reshape(-1)
+    column = byte_class.tolist()
+    cols = after.table[:, uniq // 257]
+    moved = np.where(cols != 0, cols + n_nodes, 0).astype(np.int32)
+    at_arr = np.asarray(at, dtype=np.int64)
+    rows = moved[at_arr]
+    rows[at_arr == 0] = 0
     for u in range(n_nodes):
         for b, c in child[u].items():
-            rows[u, b] = 0 if end[c] or at[c] == 0 else canon[c] + 1
-    trans = np.concatenate([np.zeros((1, 256), dtype=np.int32), rows, moved[1:]])
-    acc = np.concatenate([[False], after.accepting[at] & (at != 0), after.accepting[1:]])
-    return _trim(trans, acc)
+            rows[u, column[b]] = 0 if end[c] or at[c] == 0 else canon[c] + 1
+    trans = np.concatenate([np.zeros((1, len(uniq)), dtype=np.int32), rows, moved[1:]])
+    acc = np.concatenate([[False], after.accepting[at_arr] & (at_arr != 0), after.accepting[1:]])
+    return _trim(trans, acc, byte_class)
 
 
 #: Above this many states in all, unions are built as pairwise products (numpy, level by
