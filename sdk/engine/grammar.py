@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
@@ -83,18 +83,18 @@ class CompiledGrammar:
         )
 
     @classmethod
-    def from_lark(cls, text: str, *, start: str = "start") -> CompiledGrammar:
-        """Compile Lark grammar text in the dialect of docs/internals/grammar-dialect.md."""
-        return cls._build(text, start, ())
+    def from_lark(
+        cls, text: str, *, start: str = "start", statements: Mapping[str, Any] | None = None
+    ) -> CompiledGrammar:
+        """Compile Lark grammar text in the dialect of docs/internals/grammar-dialect.md.
 
-    @classmethod
-    def _build(cls, text: str, start: str, statements: Sequence[Any]) -> CompiledGrammar:
-        """`from_lark`, given the statement trees of `text`'s definition lines where known
-        (`SchemaGrammar.statements`: the schema compiler builds them with the text)."""
+        `statements`: Lark statement trees of some of the text's definitions by name, exactly
+        what Lark reads from their lines (`SchemaGrammar.statements`): taken instead of
+        reading those lines."""
         au.work_budget.left = au.MAX_GRAMMAR_WORK
         try:
             with gc_paused():
-                return _Builder(text, start, statements).build()
+                return _Builder(text, start, statements or {}).build()
         except SDKError:
             raise
         except LarkError as e:
@@ -126,7 +126,7 @@ class CompiledGrammar:
                 close_objects=close_objects,
                 member_order=member_order,
             )
-            g = cls._build(sg.lark, "start", sg.statements)
+            g = cls.from_lark(sg.lark, statements=sg.statements)
         g.validated = tuple(sg.validated)
         g.enforced = tuple(sg.enforced)
         g.schema = schema
@@ -156,7 +156,7 @@ class _SymNfa:
 
 
 class _Builder:
-    def __init__(self, text: str, start: str, statements: Sequence[Any] = ()) -> None:
+    def __init__(self, text: str, start: str, statements: Mapping[str, Any]) -> None:
         self.text = text
         self.start = start
         self.statements = statements
@@ -470,6 +470,7 @@ def _single_literal(tree: Any) -> Token | None:
 
 #: One definition per line, as the schema compiler writes them (`name: ...`, `NAME.2: ...`).
 _DEFINITION_LINE = re.compile(r"[?!]?[A-Za-z_][A-Za-z_0-9]*(?:\.-?[0-9]+)?\s*:")
+_NO_STATEMENTS: Mapping[str, Any] = {}  # every line is read
 
 
 class _CheckedBuilder(GrammarBuilder):
@@ -497,10 +498,12 @@ class _CheckedBuilder(GrammarBuilder):
                         return super().validate()
 
 
-def _load_definitions(gb: GrammarBuilder, text: str, statements: Sequence[Any] = ()) -> None:
-    """`gb.load_grammar(text)`, with one-line definitions read by `parse_line` instead of
-    Lark's pure-Python grammar parser, which dominated the compile of big schemas, or taken
-    from `statements` (one per definition line, None where not known) when given.
+def _load_definitions(
+    gb: GrammarBuilder, text: str, statements: Mapping[str, Any] = _NO_STATEMENTS
+) -> None:
+    """`gb.load_grammar(text)`, with one-line definitions taken from `statements` (by name)
+    or read by `parse_line` instead of Lark's pure-Python grammar parser, which dominated the
+    compile of big schemas.
 
     Text in any other layout (continuation lines, comments, directives), or that fails to
     parse here, goes to Lark whole, so its errors read exactly as before. The definitions are
@@ -512,12 +515,10 @@ def _load_definitions(gb: GrammarBuilder, text: str, statements: Sequence[Any] =
     if not lines or not all(_DEFINITION_LINE.match(line) for line in lines):
         gb.load_grammar(text)
         return
-    if len(statements) != len(lines):
-        statements = ()
     defs: list[tuple[Any, ...]] = []
     try:
-        for i, line in enumerate(lines):
-            stmt = statements[i] if statements else None
+        for line in lines:
+            stmt = statements.get(line[: line.index(":")]) if statements else None
             if stmt is None:
                 stmt = parse_line(line)
             if stmt is None:

@@ -169,8 +169,9 @@ class Emitter:
             self.names.reserve(n)
         self.rules: dict[str, E] = {}  # in the order written; bodies filled in later
         self.notes: list[str] = []  # `//@any_order` lines, after the definitions
-        # One Lark statement per line of `run`'s text (notes aside); None: read the line.
-        self.statements: list[Any | None] = []
+        # The Lark statement of each definition `run` wrote by name (those written by hand
+        # have none: their lines are read).
+        self.statements: dict[str, Any] = {}
         self.terminals: dict[str, str] = {}
         self.term_by_regex: dict[str, str] = {}
         self.rule_by_node: dict[Any, str] = {}
@@ -207,14 +208,14 @@ class Emitter:
             self._generic_rules()
         lines = [f"{name}: {body[0]}" for name, body in self.rules.items()]
         trees = _trees.Trees()
-        statements = [trees.rule(name, body) for name, body in self.rules.items()]
+        statements = {name: trees.rule(name, body) for name, body in self.rules.items()}
         used = [t for t in PUNCT if any(t in b[0] for b in self.rules.values())]
         for name, literal in [(t, self._punct(PUNCT[t])) for t in used] + [
             (name, lark_regex(rx)) for name, rx in self.terminals.items()
         ]:
             lines.append(f"{name}: {literal}")
-            statements.append(_trees.terminal(name, literal))
-        self.statements = statements
+            statements[name] = _trees.terminal(name, literal)
+        self.statements = {k: v for k, v in statements.items() if v is not None}
         lines += self.notes
         return "\n".join(lines) + "\n"
 

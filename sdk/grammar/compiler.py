@@ -18,7 +18,7 @@ Documented choices:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -75,9 +75,10 @@ class SchemaGrammar:
     enforced: tuple[KeywordUse, ...]
     validated: tuple[KeywordUse, ...]
     schema: Any
-    #: The Lark statement tree of each definition line of `lark`, in order (None: none built,
-    #: the engine reads that line), so the engine need not parse the text back.
-    statements: tuple[Any, ...] = field(default=(), repr=False, compare=False)
+    #: The Lark statement tree of the definitions of `lark` by name (a rule or terminal
+    #: written by hand has none), exactly what Lark reads from their lines: the engine takes
+    #: them instead of reading the text back (`CompiledGrammar.from_lark(statements=)`).
+    statements: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 def compile_schema(
@@ -144,5 +145,5 @@ def compile_schema(
     if len(text) > MAX_GRAMMAR_CHARS:
         raise TooComplexError(f"grammar of {len(text)} characters exceeds the limit")
     return SchemaGrammar(
-        text, norm.usage.enforced, norm.usage.validated, schema, tuple(emitter.statements)
+        text, norm.usage.enforced, norm.usage.validated, schema, emitter.statements
     )
