@@ -730,7 +730,16 @@ def _assert_trimmed(dfa: Any) -> None:
         for t in set(trans[s].tolist()) - {0} - reach:
             reach.add(t)
             todo.append(t)
-    live = {s for s in range(1, n) if dfa.accepting[s]}
+    live = _live_states(trans, dfa.accepting)
+    if dfa.is_empty:
+        return
+    assert reach == live == set(range(1, n)), (sorted(reach), sorted(live), n)
+
+
+def _live_states(trans: np.ndarray, acc: np.ndarray) -> set[int]:
+    """States (not the dead one) from which an accepting state can be reached."""
+    n = len(acc)
+    live = {s for s in range(1, n) if acc[s]}
     grew = True
     while grew:
         grew = False
@@ -738,9 +747,7 @@ def _assert_trimmed(dfa: Any) -> None:
             if s not in live and live & set(trans[s].tolist()):
                 live.add(s)
                 grew = True
-    if dfa.is_empty:
-        return
-    assert reach == live == set(range(1, n)), (sorted(reach), sorted(live), n)
+    return live
 
 
 @given(
@@ -759,14 +766,7 @@ def test_trim_keeps_exactly_the_reachable_live_states(n: int, data: st.DataObjec
     trans[0] = 0
     acc = np.asarray(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
     acc[0] = False
-    live = {s for s in range(1, n) if acc[s]}
-    grew = True
-    while grew:
-        grew = False
-        for s in range(1, n):
-            if s not in live and live & set(trans[s].tolist()):
-                live.add(s)
-                grew = True
+    live = _live_states(trans, acc)
     reach: set[int] = set()
     todo = [1] if 1 in live else []
     while todo:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._length_product import _mark_sources
 from ._native import kernel
 
 __all__ = ["pair_bfs"]
@@ -244,13 +245,7 @@ def trim_states(trans: np.ndarray, acc: np.ndarray) -> np.ndarray:  # pragma: no
             top += 1
     while top > 0:
         top -= 1
-        t = todo[top]
-        for i in range(deg[t], deg[t + 1]):
-            s = src[i]
-            if not live[s]:
-                live[s] = True
-                todo[top] = s
-                top += 1
+        top = _mark_sources(deg, src, todo[top], live, todo, top)
     for s in range(1, n):
         for c in range(k):
             if not live[trans[s, c]]:
