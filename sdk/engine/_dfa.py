@@ -102,12 +102,16 @@ class Dfa:
         tables of a construction stay dense (classes for all of them cost compile time)."""
         if self.classes is not IDENTITY:
             return self
-        from ._trie import small_table_classes
+        got: Dfa | None = self.__dict__.get("_compacted")  # a cached table is asked again
+        if got is None:
+            from ._trie import small_table_classes
 
-        reps, classes = small_table_classes(self.table)
-        if 2 * len(reps) > 256:
-            return self
-        return Dfa(self.table[:, reps], self.accepting, classes, self.serial)
+            reps, classes = small_table_classes(self.table)
+            got = self
+            if 2 * len(reps) <= 256:
+                got = Dfa(self.table[:, reps], self.accepting, classes, self.serial)
+            self.__dict__["_compacted"] = got
+        return got
 
     @property
     def first(self) -> np.ndarray:

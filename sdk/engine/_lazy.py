@@ -72,8 +72,7 @@ class LazyDfa:
         asks for rows one state at a time, as it reaches them (a long string: a new state per
         byte): vectorised code costs tens of microseconds a call there, so the constructions
         answer from per-part tables in a few Python operations."""
-        targets, slots = np.unique(self.rows(np.asarray([q]))[0], return_inverse=True)
-        return slots.astype(np.uint8).tobytes(), tuple(targets.tolist())
+        return _compact(self.rows(np.asarray([q]))[0])
 
     def acc1(self, q: int) -> bool:
         """Whether state `q` accepts (`acc` for one state)."""
@@ -217,6 +216,12 @@ def _shift(rows: np.ndarray, by: int) -> np.ndarray:
     return np.where(rows != 0, rows + by, 0)
 
 
+def _compact(row: np.ndarray) -> Row:
+    """A row of 256 targets as a `Row`."""
+    targets, slots = np.unique(row, return_inverse=True)
+    return slots.astype(np.uint8).tobytes(), tuple(targets.tolist())
+
+
 def _shift1(row: Row, by: int) -> Row:
     return row[0], tuple([t + by if t else 0 for t in row[1]])
 
@@ -243,9 +248,7 @@ class _Table(LazyDfa):
         rows: dict[int, Row] = self.__dict__.setdefault("_rows1", {})
         got = rows.get(q)
         if got is None:
-            d = self.dfa
-            targets, slots = np.unique(d.table[q][d.classes], return_inverse=True)
-            got = rows[q] = (slots.astype(np.uint8).tobytes(), tuple(targets.tolist()))
+            got = rows[q] = _compact(self.dfa.row(q))
         return got
 
     def acc1(self, q: int) -> bool:
@@ -430,8 +433,7 @@ class _Alternation(LazyDfa):
         for p, off in zip(parts, offs, strict=False):
             start += _shift(p.rows(np.asarray([1]))[0], off)
         self.start = start
-        targets, slots = np.unique(start, return_inverse=True)
-        self._start1: Row = (slots.astype(np.uint8).tobytes(), tuple(targets.tolist()))
+        self._start1 = _compact(start)
 
     def _part(self, qs: np.ndarray) -> np.ndarray:
         return np.searchsorted(np.asarray(self.offs[1:]), qs, side="left")

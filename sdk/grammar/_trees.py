@@ -73,7 +73,7 @@ class Trees:
         if kind == "seq":
             one: list[Any] = []
             for p in form[1]:
-                a = self._leaf(p[0]) if p[2] == "sym" else self.alts(p)
+                a = self.alts(p)
                 if a is None:
                     return None
                 if p[1] >= SEQ:
@@ -84,7 +84,7 @@ class Trees:
         if kind == "alt":
             alts: list[tuple[Any, ...]] = []
             for p in form[1]:
-                a = self._leaf(p[0]) if p[2] == "sym" else self.alts(p)
+                a = self.alts(p)
                 if a is None:
                     return None
                 alts.extend(a)
