@@ -102,16 +102,18 @@ class Dfa:
         tables of a construction stay dense (classes for all of them cost compile time)."""
         if self.classes is not IDENTITY:
             return self
-        got: Dfa | None = self.__dict__.get("_compacted")  # a cached table is asked again
+        # remembered: a cached table is asked again (False: it stays as it is; never `self`,
+        # which would make a reference cycle only the collector frees)
+        got: Dfa | bool | None = self.__dict__.get("_compacted")
         if got is None:
             from ._trie import small_table_classes
 
             reps, classes = small_table_classes(self.table)
-            got = self
+            got = False
             if 2 * len(reps) <= 256:
                 got = Dfa(self.table[:, reps], self.accepting, classes, self.serial)
             self.__dict__["_compacted"] = got
-        return got
+        return got if isinstance(got, Dfa) else self
 
     @property
     def first(self) -> np.ndarray:
