@@ -10,6 +10,7 @@ import functools
 import itertools
 import random
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -469,6 +470,7 @@ def test_compiled_walks_agree_with_a_plain_python_walk(pattern: str) -> None:
         assert set(rows.tolist()) == kept, state
         as_set = lambda evs: {(c, r) for c, rows, _ in evs for r in rows.tolist()}  # noqa: E731
         assert as_set(trie_events) == as_set(row_events) == events, state
+        _check_suffix_plan(vocab, ranges, events, _vocab.SMALL_EVENT_ROWS)
 
 
 def _walk_bits(vocab: Any, walk: Any) -> Any:
@@ -515,6 +517,29 @@ def _check_walks_on(words: list[bytes], pattern: str) -> None:
         else:
             assert (packed == _vocab.pack_rows(vocab, np.asarray(sorted(kept), np.int64))).all()
         assert {(c, r) for c, rows, _ in got for r in rows.tolist()} == events
+        for max_rows in (2, _vocab.SMALL_EVENT_ROWS):
+            _check_suffix_plan(vocab, ranges, events, max_rows)
+
+
+def _check_suffix_plan(
+    vocab: Any, ranges: Any, events: set[tuple[int, int]], max_rows: int
+) -> None:
+    """The plan of a walk's boundary ranges holds exactly the events of the columns with at
+    most `max_rows` tokens, each range filed under the byte its tokens have after the cut."""
+    from sdk.engine import _vocab
+
+    plan = _vocab.suffix_plan(vocab, _vocab.Walk(np.zeros(0, np.int32), (), None, ranges), max_rows)
+    per_col = Counter(c for c, _ in events)
+    got: set[tuple[int, int]] = set()
+    firsts = 0
+    for b in range(256):
+        for c, lo, hi in plan.ranges[plan.offsets[b] : plan.offsets[b + 1]].tolist():
+            firsts |= 1 << b
+            for row in vocab.trie.order[lo:hi].tolist():
+                assert vocab.matrix[row, c] == b
+                got.add((c, row))
+    assert got == {(c, r) for c, r in events if per_col[c] <= max_rows}
+    assert plan.first_bits == firsts and plan.offsets[256] == len(plan.ranges)
 
 
 @given(

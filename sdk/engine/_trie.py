@@ -797,6 +797,48 @@ def pack_rows(ids: np.ndarray, rows: np.ndarray, packed_len: int) -> np.ndarray:
     return _pack(ids, np.ascontiguousarray(rows, dtype=np.int64), packed_len)
 
 
+@kernel("(i4[:, ::1], u1[:, ::1], i8[::1], i8)")
+def plan_ranges(
+    ranges: np.ndarray, matrix: np.ndarray, order: np.ndarray, max_rows: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """`_vocab.suffix_plan` in one pass (its numpy version was ~20 us of a cold mask in
+    small-array overheads): of the boundary ranges `(c, lo, hi)`, those of columns with at
+    most `max_rows` tokens, stably sorted by the byte after c; the offsets of each byte's
+    ranges (257), and the bytes that have any as four 64-bit words."""
+    k = ranges.shape[0]
+    per_col = np.zeros(matrix.shape[1] + 1, np.int64)
+    for r in range(k):
+        per_col[ranges[r, 0]] += ranges[r, 2] - ranges[r, 1]
+    first = np.empty(k, np.int64)
+    counts = np.zeros(256, np.int64)
+    for r in range(k):
+        c = ranges[r, 0]
+        if per_col[c] <= max_rows:
+            b = np.int64(matrix[order[ranges[r, 1]], c])
+            first[r] = b
+            counts[b] += 1
+        else:
+            first[r] = -1
+    offsets = np.zeros(257, np.int64)
+    for b in range(256):
+        offsets[b + 1] = offsets[b] + counts[b]
+    out = np.empty((offsets[256], 3), np.int32)
+    fill = offsets[:256].copy()
+    for r in range(k):
+        b = first[r]
+        if b >= 0:
+            j = fill[b]
+            out[j, 0] = ranges[r, 0]
+            out[j, 1] = ranges[r, 1]
+            out[j, 2] = ranges[r, 2]
+            fill[b] = j + 1
+    bits = np.zeros(4, np.uint64)
+    for b in range(256):
+        if counts[b]:
+            bits[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+    return out, offsets, bits
+
+
 @kernel("(i4[:, ::1],)")
 def small_table_classes(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
     """`_dfa.byte_classes` for a table with one column per byte and few rows (10-25 us on

@@ -308,21 +308,13 @@ def suffix_plan(vocab: Vocab, walk: Walk, max_rows: int = SMALL_EVENT_ROWS) -> S
         ranges = walk.ranges
         got = _NO_PLAN
         if ranges is not None and len(ranges):
-            sizes = ranges[:, 2] - ranges[:, 1]
-            if int(sizes.sum()) <= max_rows:  # every column is small (most walks)
-                small = ranges
-            else:
-                cols = ranges[:, 0]
-                small = ranges[np.bincount(cols, weights=sizes)[cols] <= max_rows]
+            small, offsets, words = _trie.plan_ranges(
+                ranges, vocab.matrix, vocab.trie.order, max_rows
+            )
             if len(small):
-                first = vocab.matrix[vocab.trie.order[small[:, 1]], small[:, 0]]
-                order = np.argsort(first, kind="stable")
-                counts = np.bincount(first, minlength=256)
-                offsets = np.zeros(257, dtype=np.int64)
-                np.cumsum(counts, out=offsets[1:])
-                bits = np.packbits(counts != 0, bitorder="little").tobytes()
+                w0, w1, w2, w3 = words.tolist()
                 got = SuffixPlan(
-                    small[order], tuple(offsets.tolist()), int.from_bytes(bits, "little")
+                    small, tuple(offsets.tolist()), w0 | w1 << 64 | w2 << 128 | w3 << 192
                 )
         object.__setattr__(walk, "plan", got)  # a race computes the same plan twice
     return got
