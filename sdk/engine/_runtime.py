@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 Stack = int  # an interned stack (`Runtime.push`); 0 is the empty stack
 Config = int  # stack * n_lex + lexer state
+Shift = tuple[Stack, int]  # a stack after a shift, not yet interned: (below, top position)
 State = int  # an interned set of configurations (`Runtime.intern`); 0 is the empty set
 Configs = tuple[Config, ...]  # a state's configurations, sorted
 
@@ -120,7 +121,7 @@ class Runtime:
         self._lazy_rows: BoundedCache[int, LazyRow] = BoundedCache(
             "lazy lexer rows", LAZY_ROW_BYTES
         )
-        self._expand: dict[Stack, tuple[dict[int, tuple[Stack, ...]], bool]] = {}
+        self._expand: dict[Stack, tuple[dict[int, tuple[Shift, ...]], bool]] = {}
         self._completions: dict[int, tuple[Config, ...]] = {}
         # interned states: id -> its configurations; id 0 is the empty set (the dead state)
         self._sets: list[Configs] = [()]
@@ -148,15 +149,17 @@ class Runtime:
 
     # ------------------------------------------------------------ parser side
 
-    def expand(self, stack: Stack) -> tuple[dict[int, tuple[Stack, ...]], bool]:
-        """Terminals shiftable from `stack` (→ stacks after the shift), and whether it may end."""
+    def expand(self, stack: Stack) -> tuple[dict[int, tuple[Shift, ...]], bool]:
+        """Terminals shiftable from `stack` (→ the stacks after the shift, as (below, top)
+        pairs: interned only when that terminal is read, `completions`; most of a value's
+        alternatives never are), and whether it may end."""
         got = self._expand.get(stack)
         if got is not None:
             return got
         positions, n_static, dynamic = self.positions, self._n_static, self._dynamic
         below, top_of, depth = self._below, self._top, self._depth
         ids, push, rule_starts = self._stack_ids.get, self.push, self.rule_starts
-        shifts: dict[int, set[Stack]] = {}
+        shifts: dict[int, set[Shift]] = {}
         accept = False
         seen = {stack}
         todo = [stack]
@@ -168,7 +171,7 @@ class Runtime:
             top = positions[i] if i < n_static or dynamic is None else dynamic.get(i)
             rest = below[st]
             for term, nxt in top.terms.items():
-                shifts.setdefault(term, set()).add(ids((rest, nxt)) or push(rest, nxt))
+                shifts.setdefault(term, set()).add((rest, nxt))
             for rule, ret in top.calls:
                 called = ids((rest, ret)) or push(rest, ret)
                 start = rule_starts[rule]
@@ -182,7 +185,7 @@ class Runtime:
                 elif rest not in seen:
                     seen.add(rest)
                     todo.append(rest)
-        result = ({t: tuple(sorted(s)) for t, s in shifts.items()}, accept)
+        result = ({t: tuple(s) for t, s in shifts.items()}, accept)
         if len(self._expand) > MAX_CACHE:
             self._expand.clear()
         self._expand[stack] = result
@@ -238,8 +241,9 @@ class Runtime:
         got = self._completions.get(key)
         if got is None:
             out: list[Config] = []
-            for nxt in self.expand(stack)[0].get(term, ()):
-                out.extend(self.starts(nxt))
+            push = self.push
+            for below, top in self.expand(stack)[0].get(term, ()):
+                out.extend(self.starts(push(below, top)))
             got = tuple(out)
             if len(self._completions) > MAX_CACHE:
                 self._completions.clear()
@@ -397,8 +401,8 @@ class Runtime:
                 stack, lex = divmod(config, self.n_lex)
                 if self.accepts(lex):
                     term = self.term_of(lex)
-                    for nxt in self.expand(stack)[0].get(term, ()):
-                        if self.expand(nxt)[1]:
+                    for below, top in self.expand(stack)[0].get(term, ()):
+                        if self.expand(self.push(below, top))[1]:
                             got = True
                             break
                 if got:
