@@ -127,8 +127,11 @@ class CompiledGrammar:
                 member_order=member_order,
             )
             g = cls.from_lark(sg.lark, statements=sg.statements)
-        g.validated = tuple(sg.validated)
-        g.enforced = tuple(sg.enforced)
+            g.validated = tuple(sg.validated)
+            g.enforced = tuple(sg.enforced)
+            # Freed while the collector is still off: the collection that follows the pause
+            # (at the next allocation) would otherwise walk every Lark tree of the statements.
+            del sg
         g.schema = schema
         return g
 
@@ -425,7 +428,11 @@ class _Builder:
         live = self.term_live.get(tid)
         if live is None:
             dfa = self.terminals[tid]
-            live = self.term_live[tid] = dfa.n_states > 1 and bool(dfa.first.any())
+            # a table's start row has a move iff some byte has one (every column is a byte's)
+            live = dfa.n_states > 1 and bool(
+                (dfa.table[1] if isinstance(dfa, au.Dfa) else dfa.first).any()
+            )
+            self.term_live[tid] = live
         if live:
             nfa.edges[s].append((("T", tid), e))
 
