@@ -47,10 +47,7 @@ if TYPE_CHECKING:
 
 Stack = int  # an interned stack (`Runtime.push`); 0 is the empty stack
 Config = int  # stack * n_lex + lexer state
-Path = tuple[int, ...]  # positions to push onto a stack
-Shift = tuple[Stack, Path]  # a stack after a shift, not yet interned: (below, pushed)
-#: A position's closure: per terminal the paths after its shift, whether it pops, its depth
-Closure = tuple[dict[int, tuple[Path, ...]], bool, int]
+Shift = tuple[Stack, int]  # a stack after a shift, not yet interned: (below, top position)
 State = int  # an interned set of configurations (`Runtime.intern`); 0 is the empty set
 Configs = tuple[Config, ...]  # a state's configurations, sorted
 
@@ -125,7 +122,6 @@ class Runtime:
             "lazy lexer rows", LAZY_ROW_BYTES
         )
         self._expand: dict[Stack, tuple[dict[int, tuple[Shift, ...]], bool]] = {}
-        self._closures: dict[int, Closure] = {}
         self._completions: dict[int, tuple[Config, ...]] = {}
         # interned states: id -> its configurations; id 0 is the empty set (the dead state)
         self._sets: list[Configs] = [()]
@@ -154,101 +150,46 @@ class Runtime:
     # ------------------------------------------------------------ parser side
 
     def expand(self, stack: Stack) -> tuple[dict[int, tuple[Shift, ...]], bool]:
-        """Terminals shiftable from `stack` (→ the stacks after the shift, as (below, path):
-        the positions pushed onto `below`, interned only when that terminal is read,
-        `completions`; most of a value's alternatives never are), and whether it may end.
-        What a stack's top leads to without popping is the same under any stack
-        (`_closure`): only the levels its rules may end into are read here."""
+        """Terminals shiftable from `stack` (→ the stacks after the shift, as (below, top)
+        pairs: interned only when that terminal is read, `completions`; most of a value's
+        alternatives never are), and whether it may end."""
         got = self._expand.get(stack)
         if got is not None:
             return got
-        shifts: dict[int, list[Shift]] = {}
-        accept = False
-        below, top_of, depth = self._below, self._top, self._depth
-        st = stack
-        while True:
-            rest = below[st]
-            local, pops, longest = self._closure(top_of[st])
-            if depth[rest] + longest > MAX_STACK_DEPTH:
-                raise TooComplexError(f"parser stack deeper than {MAX_STACK_DEPTH}")
-            for term, paths in local.items():
-                entries = shifts.get(term)
-                if entries is None:
-                    entries = shifts[term] = []
-                entries.extend([(rest, path) for path in paths])
-            if not pops:
-                break
-            if not rest:
-                accept = True
-                break
-            done = self._expand.get(rest)
-            if done is not None:  # the levels below are known: take them whole
-                for term, more in done[0].items():
-                    entries = shifts.get(term)
-                    if entries is None:
-                        entries = shifts[term] = []
-                    entries.extend(more)
-                accept = accept or done[1]
-                break
-            st = rest
-        result = ({t: tuple(e) for t, e in shifts.items()}, accept)
-        if len(self._expand) > MAX_CACHE:
-            self._expand.clear()
-        self._expand[stack] = result
-        return result
-
-    def _closure(self, position: int) -> Closure:
-        """From a stack whose top is `position`, over any stack below: per terminal, the
-        positions that replace the top when it is shifted (calls push their rule's start
-        over the return position; a rule that may end pops back to its caller's return),
-        whether the top's own rule may end (the stack below is then read), and the most
-        positions it stands on at once (the depth it adds: the stack limit counts it)."""
-        got = self._closures.get(position)
-        if got is not None:
-            return got
         positions, n_static, dynamic = self.positions, self._n_static, self._dynamic
-        rule_starts = self.rule_starts
-        shifts: dict[int, set[Path]] = {}
-        pops = False
-        longest = 1
-        start: Path = (position,)
-        seen = {start}
-        todo = [start]
+        below, top_of, depth = self._below, self._top, self._depth
+        ids, push, rule_starts = self._stack_ids.get, self.push, self.rule_starts
+        shifts: dict[int, set[Shift]] = {}
+        accept = False
+        seen = {stack}
+        todo = [stack]
         while todo:
-            path = todo.pop()
-            if len(path) > longest:
-                longest = len(path)
-                if longest > MAX_STACK_DEPTH:
-                    raise TooComplexError(f"parser stack deeper than {MAX_STACK_DEPTH}")
-            i = path[-1]
+            st = todo.pop()
+            if depth[st] > MAX_STACK_DEPTH:
+                raise TooComplexError(f"parser stack deeper than {MAX_STACK_DEPTH}")
+            i = top_of[st]
             top = positions[i] if i < n_static or dynamic is None else dynamic.get(i)
-            head = path[:-1]
+            rest = below[st]
             for term, nxt in top.terms.items():
-                shifts.setdefault(term, set()).add((*head, nxt))
+                shifts.setdefault(term, set()).add((rest, nxt))
             for rule, ret in top.calls:
-                pushed = (*head, ret, rule_starts[rule])
+                called = ids((rest, ret)) or push(rest, ret)
+                start = rule_starts[rule]
+                pushed = ids((called, start)) or push(called, start)
                 if pushed not in seen:
                     seen.add(pushed)
                     todo.append(pushed)
             if top.final:
-                if not head:
-                    pops = True
-                elif head not in seen:
-                    seen.add(head)
-                    todo.append(head)
-        got = ({t: tuple(p) for t, p in shifts.items()}, pops, longest)
-        if len(self._closures) > MAX_CACHE:  # dynamic positions (any-order members) grow
-            self._closures.clear()
-        self._closures[position] = got
-        return got
-
-    def shifted(self, shift: Shift) -> Stack:
-        """The interned stack of a shift: its positions pushed onto the stack below."""
-        st, path = shift
-        push = self.push
-        for pos in path:
-            st = push(st, pos)
-        return st
+                if not rest:
+                    accept = True
+                elif rest not in seen:
+                    seen.add(rest)
+                    todo.append(rest)
+        result = ({t: tuple(s) for t, s in shifts.items()}, accept)
+        if len(self._expand) > MAX_CACHE:
+            self._expand.clear()
+        self._expand[stack] = result
+        return result
 
     def push(self, below: Stack, top: int) -> Stack:
         """The interned stack `below` + [`top`] (ids start at 1: a hit is never falsy)."""
@@ -300,12 +241,9 @@ class Runtime:
         got = self._completions.get(key)
         if got is None:
             out: list[Config] = []
-            seen: set[Stack] = set()
-            for shift in self.expand(stack)[0].get(term, ()):
-                nxt = self.shifted(shift)
-                if nxt not in seen:  # a rule looping on itself reaches one stack twice
-                    seen.add(nxt)
-                    out.extend(self.starts(nxt))
+            push = self.push
+            for below, top in self.expand(stack)[0].get(term, ()):
+                out.extend(self.starts(push(below, top)))
             got = tuple(out)
             if len(self._completions) > MAX_CACHE:
                 self._completions.clear()
@@ -463,8 +401,8 @@ class Runtime:
                 stack, lex = divmod(config, self.n_lex)
                 if self.accepts(lex):
                     term = self.term_of(lex)
-                    for shift in self.expand(stack)[0].get(term, ()):
-                        if self.expand(self.shifted(shift))[1]:
+                    for below, top in self.expand(stack)[0].get(term, ()):
+                        if self.expand(self.push(below, top))[1]:
                             got = True
                             break
                 if got:
