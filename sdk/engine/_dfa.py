@@ -121,9 +121,15 @@ class Dfa:
         return np.asarray(self.row(1) != 0)
 
     @property
+    def takes_a_byte(self) -> bool:
+        """Whether the start state has a move: read from its row of classes (every column is
+        some byte's), not expanded to 256 bytes as `first` is."""
+        return bool(self.table[1].any())
+
+    @property
     def is_empty(self) -> bool:
         """The empty language (trimmed DFAs: the start is then dead-ended and non-accepting)."""
-        return not self.accepting[1] and not self.table[1].any()
+        return not self.accepting[1] and not self.takes_a_byte
 
     @property
     def nullable(self) -> bool:

@@ -91,8 +91,13 @@ class LazyDfa:
     # -- derived
 
     @property
+    def takes_a_byte(self) -> bool:
+        """Whether the start state has a move (the terminal matches a non-empty string)."""
+        return bool(self.first.any())
+
+    @property
     def is_empty(self) -> bool:
-        return not self.nullable and not bool(self.first.any())
+        return not self.nullable and not self.takes_a_byte
 
     def matches(self, data: bytes) -> bool:
         q = 1

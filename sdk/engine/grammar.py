@@ -428,11 +428,7 @@ class _Builder:
         live = self.term_live.get(tid)
         if live is None:
             dfa = self.terminals[tid]
-            # a table's start row has a move iff some byte has one (every column is a byte's)
-            live = dfa.n_states > 1 and bool(
-                (dfa.table[1] if isinstance(dfa, au.Dfa) else dfa.first).any()
-            )
-            self.term_live[tid] = live
+            live = self.term_live[tid] = dfa.n_states > 1 and dfa.takes_a_byte
         if live:
             nfa.edges[s].append((("T", tid), e))
 
