@@ -292,44 +292,47 @@ def _popcount(x: np.uint64) -> int:  # pragma: no cover - compiled
 def _chains(
     trans: np.ndarray, cls: np.ndarray, utf8: np.ndarray, rounds: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    n = trans.shape[0]
-    row = np.empty(256, trans.dtype)
+    n, n_cls = trans.shape
+    # Per byte class: its bytes as a set, how many, and its last byte. A state's targets are
+    # tallied per class, not per byte (a table has a column per class: 25 at the median).
+    n_bytes = np.zeros(n_cls, np.int64)
+    last = np.zeros(n_cls, np.int64)
+    bits = np.zeros((n_cls, 4), np.uint64)
+    for b in range(256):
+        c = cls[b]
+        n_bytes[c] += 1
+        last[c] = b
+        bits[c, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
     main = np.zeros(n, np.int64)  # the live target most bytes lead to (0: none)
     plain = np.zeros((n, 4), np.uint64)  # the bytes that lead there
     count = np.zeros(n, np.int64)
+    done = np.zeros(n, np.int64)  # a target's last byte: of two as common, the one done first
     chars = np.full(n, -1, np.int64)  # where each multi-byte character leads
     memo = np.full((8, n), -2, np.int64)
-    run_at = np.empty(257, np.int64)  # a row as runs of equal targets: starts, then 256
     for q in range(1, n):
-        for b in range(256):
-            row[b] = trans[q, cls[b]]
-        n_runs = 0
-        b = 0
-        while b < 256:
-            run_at[n_runs] = b
-            n_runs += 1
-            t = row[b]
-            b += 1
-            while b < 256 and row[b] == t:
-                b += 1
-        run_at[n_runs] = 256
+        for c in range(n_cls):
+            t = trans[q, c]
+            if t != 0:
+                count[t] += n_bytes[c]
+                done[t] = max(done[t], last[c])
         best = 0
         best_count = 0
-        for r in range(n_runs):
-            t = row[run_at[r]]
-            if t != 0:
-                count[t] += run_at[r + 1] - run_at[r]
-                if count[t] > best_count:
-                    best_count = count[t]
-                    best = t
-        for r in range(n_runs):
-            count[row[run_at[r]]] = 0
+        best_done = 256
+        for c in range(n_cls):
+            t = trans[q, c]
+            if t != 0 and (
+                count[t] > best_count or (count[t] == best_count and done[t] < best_done)
+            ):
+                best, best_count, best_done = t, count[t], done[t]
+        for c in range(n_cls):
+            count[trans[q, c]] = 0
+            done[trans[q, c]] = 0
         main[q] = best
         if best != 0:
-            for r in range(n_runs):
-                if row[run_at[r]] == best:
-                    for b in range(run_at[r], run_at[r + 1]):
-                        plain[q, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+            for c in range(n_cls):
+                if trans[q, c] == best:
+                    for w in range(4):
+                        plain[q, w] |= bits[c, w]
             chars[q] = _multibyte_target(trans, cls, utf8, memo, q)
     total = np.zeros(n, np.int64)
     for q in range(1, n):
@@ -361,28 +364,35 @@ def _chains(
                 k -= 1
             cyc = path[k:top]
             size = cyc.shape[0]
-            nr = np.empty(size, np.int32)
-            nw = np.empty(size, np.int32)
-            nb = np.empty((size, 4), np.uint64)
-            for _ in range(rounds):
-                changed = False
-                for i in range(size):
-                    c = cyc[i]
-                    nr[i], nw[i] = _chain_step(
-                        c, main[c], plain, total, chars, reach, wide, bytes_, nb, i, rounds
-                    )
-                for i in range(size):
-                    c = cyc[i]
-                    if nr[i] != reach[c] or nw[i] != wide[c]:
-                        changed = True
-                    for w in range(4):
-                        if nb[i, w] != bytes_[c, w]:
+            if size == 1:
+                # A loop on itself (a string body): its bytes stay its own and each round
+                # adds a byte to both chains up to the cap, so the rounds are settled at once
+                # (run, they cost about a microsecond per such state)
+                reach[q] = rounds
+                wide[q] = rounds if chars[q] == q else 0
+            else:
+                nr = np.empty(size, np.int32)
+                nw = np.empty(size, np.int32)
+                nb = np.empty((size, 4), np.uint64)
+                for _ in range(rounds):
+                    changed = False
+                    for i in range(size):
+                        c = cyc[i]
+                        nr[i], nw[i] = _chain_step(
+                            c, main[c], plain, total, chars, reach, wide, bytes_, nb, i, rounds
+                        )
+                    for i in range(size):
+                        c = cyc[i]
+                        if nr[i] != reach[c] or nw[i] != wide[c]:
                             changed = True
-                        bytes_[c, w] = nb[i, w]
-                    reach[c] = nr[i]
-                    wide[c] = nw[i]
-                if not changed:
-                    break
+                        for w in range(4):
+                            if nb[i, w] != bytes_[c, w]:
+                                changed = True
+                            bytes_[c, w] = nb[i, w]
+                        reach[c] = nr[i]
+                        wide[c] = nw[i]
+                    if not changed:
+                        break
             for c in cyc:
                 color[c] = 2
             top = k
@@ -744,12 +754,14 @@ def walk_rows(
     cls: np.ndarray,
     acc: np.ndarray,
     start: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     """Matrix rows `rows` (int64, contiguous) from lexer state `start` at byte `col`: those
-    that stay inside the lexeme to their last byte, and (column, row) pairs where a row that
-    died later had a complete lexeme after byte column."""
+    that stay inside the lexeme to their last byte (int32), and the boundary events of the
+    rows that died later with a complete lexeme after byte c, grouped by c: the columns c
+    ascending, where each one's rows start in the third array (and a last bound), the rows
+    (in input order within a column)."""
     n = rows.shape[0]
-    kept = np.empty(n, np.int64)
+    kept = np.empty(n, np.int32)
     n_kept = 0
     ev_col = np.empty(64, np.int64)
     ev_row = np.empty(64, np.int64)
@@ -780,7 +792,30 @@ def walk_rows(
                 ev_col[n_ev] = ends[j]
                 ev_row[n_ev] = r
                 n_ev += 1
-    return kept[:n_kept], ev_col[:n_ev], ev_row[:n_ev]
+    # grouped by column in one counting pass (the columns are at most a token's length)
+    start_of = np.zeros(matrix.shape[1] + 2, np.int64)
+    for j in range(n_ev):
+        start_of[ev_col[j] + 1] += 1
+    n_cols = 0
+    for c in range(matrix.shape[1] + 1):
+        if start_of[c + 1]:
+            n_cols += 1
+        start_of[c + 1] += start_of[c]
+    cols = np.empty(n_cols, np.int64)
+    bounds = np.empty(n_cols + 1, np.int64)
+    k = 0
+    for c in range(matrix.shape[1] + 1):
+        if start_of[c + 1] > start_of[c]:
+            cols[k] = c
+            bounds[k] = start_of[c]
+            k += 1
+    bounds[n_cols] = n_ev
+    grouped = np.empty(n_ev, np.int64)
+    for j in range(n_ev):
+        c = ev_col[j]
+        grouped[start_of[c]] = ev_row[j]
+        start_of[c] += 1
+    return kept[:n_kept], cols, bounds, grouped
 
 
 @kernel("(i8[::1], i8[::1], i8)")

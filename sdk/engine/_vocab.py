@@ -173,7 +173,7 @@ def cached_walk(
             got = Walk(kept, range_events(vocab, ranges, SMALL_EVENT_ROWS), packed, ranges)
         else:
             accepted, events = walk(vocab, dfa, state, rows, col)
-            got = Walk(accepted.astype(np.int32), events, None)
+            got = Walk(accepted, events, None)
         size = 200 + got.accepted.nbytes + sum(r.nbytes + 64 for _, r, _ in got.events)
         if got.ranges is not None:  # the bitmask is counted where it is shared
             size += got.ranges.nbytes
@@ -421,19 +421,16 @@ def walk(
     """Run the lexer from `state` over tokens `rows` starting at byte `col`: the rows still
     inside the lexeme at their last byte, and the boundary events of the rows that die."""
     rows = np.ascontiguousarray(rows, dtype=np.int64)
-    kept, ev_col, ev_row = _trie.walk_rows(
+    kept, cols, bounds, ev_rows = _trie.walk_rows(
         vocab.matrix, vocab.row_lengths, rows, col, dfa.table, dfa.classes, dfa.accepting, state
     )
-    if not len(ev_col):
+    if not len(cols):
         return kept, ()
-    order = np.argsort(ev_col, kind="stable")
-    ev_col, ev_row = ev_col[order], ev_row[order]
-    bounds = np.flatnonzero(np.diff(ev_col)) + 1
-    events = tuple(
-        (int(c), part, rows_key(part))
-        for c, part in zip(ev_col[np.r_[0, bounds]].tolist(), np.split(ev_row, bounds), strict=True)
+    at = bounds.tolist()
+    parts = [ev_rows[at[i] : at[i + 1]] for i in range(len(at) - 1)]
+    return kept, tuple(
+        (c, part, rows_key(part)) for c, part in zip(cols.tolist(), parts, strict=True)
     )
-    return kept, events
 
 
 BUCKET_MIN_ROWS = 512
