@@ -470,6 +470,10 @@ def test_compiled_walks_agree_with_a_plain_python_walk(pattern: str) -> None:
         assert set(rows.tolist()) == kept, state
         as_set = lambda evs: {(c, r) for c, rows, _ in evs for r in rows.tolist()}  # noqa: E731
         assert as_set(trie_events) == as_set(row_events) == events, state
+        # one event per column, columns ascending, rows in the order they were given
+        cols = [c for c, _, _ in row_events]
+        assert cols == sorted(set(cols)), state
+        assert all((np.diff(rows) > 0).all() for _, rows, _ in row_events), state
         _check_suffix_plan(vocab, ranges, events, _vocab.SMALL_EVENT_ROWS)
 
 
@@ -1193,6 +1197,34 @@ def test_stacks_are_interned_once_per_distinct_stack() -> None:
         assert np.array_equal(again.mask(), _oracle.brute_force_mask(again, index))
     assert again.is_accepting()
     assert len(rt._top) == stacks
+
+
+def test_a_call_that_ends_its_rule_pushes_no_return_address() -> None:
+    """Optional members in declared order are a chain of rules, each ending in a call of the
+    next: a key's stack must not count the members skipped before it. Its masks are then
+    shared by every member it may follow (the stacks stay shallow whatever was skipped), and
+    they are exactly the brute force's along documents that skip different runs."""
+    import json
+
+    names = [f"m{i}" for i in range(30)]
+    schema = {"type": "object", "properties": {n: {"type": "integer"} for n in names}}
+    grammar = CompiledGrammar.from_schema(schema)
+    index = _oracle.ByteIndex.of(['"m2', '9"', "1,", ":5", '"m29":'])
+    for picked in ([0, 29], [3, 4, 17], [28], []):
+        m = Matcher(grammar, index)
+        for b in json.dumps({names[i]: i for i in picked}, separators=(",", ":")).encode():
+            m.advance_bytes(bytes([b]))
+            assert np.array_equal(m.mask(), _oracle.brute_force_mask(m, index)), picked
+        assert m.is_accepting()
+    assert max(m._rt._depth) <= 4  # the object's rule, a member's rest rule, a value
+    # skipping more members than the stack may be deep is an ordinary document
+    from sdk.engine._runtime import MAX_STACK_DEPTH
+
+    many = {"type": "object", "properties": {f"k{i}": {"type": "integer"} for i in range(1100)}}
+    assert len(many["properties"]) > MAX_STACK_DEPTH
+    m = Matcher(CompiledGrammar.from_schema(many), index)
+    m.advance_bytes(b'{"k0":1,"k1099":2}')
+    assert m.is_accepting()
 
 
 def test_states_are_interned_and_their_memos_hold_no_tracked_objects() -> None:

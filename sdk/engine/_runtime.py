@@ -77,6 +77,13 @@ class Runtime:
         self.positions = grammar.positions
         self._dynamic = grammar.dynamic
         self._n_static = len(grammar.positions)
+        #: positions that only end their rule (final, nothing shiftable, nothing called): a
+        #: call returning to one is a jump, its return address not pushed. Optional members
+        #: in declared order are a chain of such calls (`rest_k: (, key_k ...)? rest_k+1`):
+        #: with the addresses pushed, a key's stack grew by one per member skipped before it
+        #: (an object of more optional members than MAX_STACK_DEPTH was refused), and each
+        #: key had a new stack, so new masks, after every member
+        self._tail = [p.final and not p.terms and not p.calls for p in grammar.positions]
         # global lexer states: one block of numbers per terminal, 0 = dead. A table
         # terminal's state q > 0 is `term_base[t] + q - 1`, and its moves are read from the
         # terminal's own table (shared by every grammar that has it: no per-grammar copy);
@@ -159,6 +166,7 @@ class Runtime:
         positions, n_static, dynamic = self.positions, self._n_static, self._dynamic
         below, top_of, depth = self._below, self._top, self._depth
         ids, push, rule_starts = self._stack_ids.get, self.push, self.rule_starts
+        tail = self._tail
         shifts: dict[int, set[Shift]] = {}
         accept = False
         seen = {stack}
@@ -173,7 +181,10 @@ class Runtime:
             for term, nxt in top.terms.items():
                 shifts.setdefault(term, set()).add((rest, nxt))
             for rule, ret in top.calls:
-                called = ids((rest, ret)) or push(rest, ret)
+                if ret < n_static and tail[ret]:
+                    called = rest  # a tail call: returning there only returns further
+                else:
+                    called = ids((rest, ret)) or push(rest, ret)
                 start = rule_starts[rule]
                 pushed = ids((called, start)) or push(called, start)
                 if pushed not in seen:
