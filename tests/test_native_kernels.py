@@ -177,6 +177,9 @@ def test_built_and_jit_kernels_agree_on_random_automata(
     for q in range(1, dfa.n_states):
         same("literal_path", t, c, acc, q, 32)
         same("canonical_form", t, c, acc, q, 64)
+        same("live_bytes", t, c, q)
+        row = dfa.row(q)
+        assert dfa.live_bits(q) == sum(1 << b for b in range(256) if row[b]), (pattern, q)
     same("_chains", t, c, _trie.UTF8, _trie.CHAIN_BYTES)
     raw = sorted({s.encode() for s in tokens})
     width = max(len(b) for b in raw)

@@ -16,6 +16,7 @@ from functools import cached_property
 import numpy as np
 
 from .._cache import BoundedCache
+from . import _trie
 
 _serial = itertools.count(1)
 
@@ -81,6 +82,12 @@ class Dfa:
         """int32 [256]: the moves of one state by byte (a view of a dense table's row)."""
         row = self.table[state]
         return row if self.classes is IDENTITY else row[self.classes]
+
+    def live_bits(self, state: int) -> int:
+        """The bytes `state` has a move on, as a 256-bit integer (bit b: byte b): one compiled
+        pass over the class row (a row expanded to 256 bytes and counted took 3 us)."""
+        w0, w1, w2, w3 = _trie.live_bytes(self.table, self.classes, state).tolist()
+        return w0 | w1 << 64 | w2 << 128 | w3 << 192
 
     def move(self, state: int, byte: int) -> int:
         return int(self.table[state, self.classes[byte]])

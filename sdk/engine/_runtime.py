@@ -96,15 +96,18 @@ class Runtime:
             bases.append(total)
             total += dfa.n_states - 1 if isinstance(dfa, Dfa) else 0
         self.term_base = bases
+        #: the terminal of every table state: the one list per state (filled in one C-speed
+        #: slice per terminal); a state's local number, row and acceptance are read from its
+        #: terminal's entries below (per-state lists of those cost a terminal of thousands
+        #: of states as much to number as its first walk)
         self.lex_term: list[int] = [0] * total
-        self.lex_local: list[int] = [0] * total
-        #: where a table state's row starts in its terminal's `term_moves` (local * width)
-        self.lex_row: list[int] = [0] * total
         #: per table terminal: its moves as a flat memoryview (indexes like array("i")), a row
-        #: per state (`lex_row`), and the column of every byte
+        #: of `term_width` entries per local state, the column of every byte, and whether
+        #: each local state accepts (a byte per state, 0 the dead one)
         self.term_moves: list[memoryview] = [_DEAD_ROW] * len(grammar.terminals)
         self.term_classes: list[bytes] = [bytes(256)] * len(grammar.terminals)
-        self.acc: list[bool] = [False] * total
+        self.term_width: list[int] = [0] * len(grammar.terminals)
+        self.term_acc: list[bytes] = [bytes(1)] * len(grammar.terminals)
         self._filled = bytearray(len(grammar.terminals))
         self.n_table = total  # lexer states below this come from table terminals
         self._lazy_bases: list[int] = []  # global number of each lazy terminal's state 0
@@ -238,11 +241,9 @@ class Runtime:
             moves = dfa.table  # C-ordered int32, as every Dfa's
             self.term_classes[t] = dfa.classes.tobytes()
             self.term_moves[t] = moves.reshape(-1).data
-            self.acc[base : base + n] = dfa.accepting[1:].tolist()
+            self.term_width[t] = dfa.n_classes
+            self.term_acc[t] = dfa.accepting.tobytes()
             self.lex_term[base : base + n] = [t] * n
-            self.lex_local[base : base + n] = range(1, n + 1)
-            width = dfa.n_classes
-            self.lex_row[base : base + n] = range(width, (n + 1) * width, width)
         self._filled[t] = 1
 
     def completions(self, stack: Stack, lex: int) -> tuple[Config, ...]:
@@ -289,17 +290,23 @@ class Runtime:
         return self.lex_term[lex] if lex < self.n_table else self._lazy_of(lex)[0]
 
     def local_of(self, lex: int) -> int:
-        return self.lex_local[lex] if lex < self.n_table else self._lazy_of(lex)[1]
+        if lex < self.n_table:
+            return lex - self.term_shift[self.lex_term[lex]]
+        return self._lazy_of(lex)[1]
 
     def accepts(self, lex: int) -> bool:
-        return self.acc[lex] if lex < self.n_table else self._lazy_row(lex)[2]
+        if lex < self.n_table:
+            t = self.lex_term[lex]
+            return self.term_acc[t][lex - self.term_shift[t]] == 1
+        return self._lazy_row(lex)[2]
 
     def target(self, lex: int, byte: int) -> int:
         if lex < self.n_table:
             t = self.lex_term[lex]
-            col = self.term_classes[t][byte]
-            nxt = self.term_moves[t][self.lex_row[lex] + col]
-            return nxt + self.term_shift[t] if nxt else 0
+            shift = self.term_shift[t]
+            row = (lex - shift) * self.term_width[t]
+            nxt = self.term_moves[t][row + self.term_classes[t][byte]]
+            return nxt + shift if nxt else 0
         classes, targets, _ = self._lazy_row(lex)
         return targets[classes[byte]]
 
@@ -308,12 +315,12 @@ class Runtime:
         got = self._first_bytes.get(lex)
         if got is None:
             if lex < self.n_table:
-                t = self.lex_term[lex]
-                row = cast("Dfa", self.terminals[t]).row(self.lex_local[lex])
+                dfa = cast("Dfa", self.terminals[self.lex_term[lex]])
+                got = dfa.live_bits(self.local_of(lex))
             else:
                 classes, targets, _ = self._lazy_row(lex)
                 row = np.asarray(targets)[np.frombuffer(classes, dtype=np.uint8)]
-            got = int.from_bytes(np.packbits(row != 0, bitorder="little").tobytes(), "little")
+                got = int.from_bytes(np.packbits(row != 0, bitorder="little").tobytes(), "little")
             if len(self._first_bytes) > MAX_CACHE:
                 self._first_bytes.clear()
             self._first_bytes[lex] = got
@@ -342,23 +349,25 @@ class Runtime:
         got = self._step.get(key)
         if got is not None:
             return got
-        acc, n_table, n_lex = self.acc, self.n_table, self.n_lex
-        lex_term, lex_row, moves, shift, columns = (
+        n_table, n_lex = self.n_table, self.n_lex
+        lex_term, moves, shift, columns, width, accs = (
             self.lex_term,
-            self.lex_row,
             self.term_moves,
             self.term_shift,
             self.term_classes,
+            self.term_width,
+            self.term_acc,
         )
         out: set[Config] = set()
         for config in self._sets[state]:
             lex = config % n_lex
             if lex < n_table:
                 t = lex_term[lex]
-                nxt = moves[t][lex_row[lex] + columns[t][byte]]
+                local = lex - shift[t]
+                nxt = moves[t][local * width[t] + columns[t][byte]]
                 if nxt:
                     nxt += shift[t]
-                final = acc[lex]
+                final = accs[t][local]
             else:
                 classes, targets, final = self._lazy_row(lex)
                 nxt = targets[classes[byte]]
@@ -369,7 +378,9 @@ class Runtime:
                     lex2 = config2 % n_lex
                     if lex2 < n_table:  # `target`, inline: a cold step's innermost loop
                         t = lex_term[lex2]
-                        nxt = moves[t][lex_row[lex2] + columns[t][byte]]
+                        # a completion's lexer has read nothing: its terminal's first state,
+                        # whose row is the table's second
+                        nxt = moves[t][width[t] + columns[t][byte]]
                         if nxt:
                             out.add(config2 - lex2 + nxt + shift[t])
                     else:

@@ -955,6 +955,17 @@ def canonical_form(
     return out[:k]
 
 
+@kernel("(i4[:, ::1], u1[::1], i8)")
+def live_bytes(trans: np.ndarray, cls: np.ndarray, q: int) -> np.ndarray:  # pragma: no cover
+    """The bytes state q has a move on, as 256 bits in 4 words (bit b & 63 of word b >> 6)."""
+    out = np.zeros(4, np.uint64)
+    row = trans[q]
+    for b in range(256):
+        if row[cls[b]] != 0:
+            out[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+    return out
+
+
 @kernel("(i4[:, ::1], u1[::1], b1[::1], i8, i8)")
 def literal_path(
     trans: np.ndarray, cls: np.ndarray, acc: np.ndarray, start: int, limit: int

@@ -261,7 +261,7 @@ def state_key(dfa: au.Dfa, state: int) -> Any:
     got = keys.get(state)
     if got is None:
         got = (dfa.serial, state)
-        n_live = int(np.count_nonzero(dfa.row(state)))
+        n_live = dfa.live_bits(state).bit_count()
         rest = literal_rest(dfa, state) if n_live == 1 else None
         if rest is not None:
             got = (LITERAL, rest)
