@@ -367,7 +367,7 @@ def _chains(
             if size == 1:
                 # A loop on itself (a string body): its bytes stay its own and each round
                 # adds a byte to both chains up to the cap, so the rounds are settled at once
-                # (run, they cost about a microsecond per such state)
+                # (run one by one, they took about a microsecond per such state)
                 reach[q] = rounds
                 wide[q] = rounds if chars[q] == q else 0
             else:
