@@ -1227,6 +1227,38 @@ def test_a_call_that_ends_its_rule_pushes_no_return_address() -> None:
     assert m.is_accepting()
 
 
+def test_long_tuples_compile_and_their_masks_are_exact() -> None:
+    """Tuple items nest, each optional one inside the one before: past 64 of them the rest
+    of the tail is a rule of its own (called last: no deeper stack), and a run of required
+    items is one flat sequence. 200 optional items compiled to one expression too deep for
+    the compilers (refused from 165 on), 1,000 required ones likewise; now both compile and
+    the masks along documents stopping before, at and after a rule's border are the brute
+    force's."""
+    import json
+
+    from sdk.grammar._emit import TUPLE_CHUNK
+
+    n = 200
+    optional = {"type": "array", "prefixItems": [{"type": "integer"}] * n}
+    grammar = CompiledGrammar.from_schema(optional)
+    assert grammar.lark_text.count("_tail") >= n // TUPLE_CHUNK
+    index = _oracle.ByteIndex.of(["1,", ",1", "]", "1]"])
+    for size in (0, 1, n - 2 * TUPLE_CHUNK - 1, n - TUPLE_CHUNK, n - TUPLE_CHUNK + 1, n):
+        m = Matcher(grammar, index)
+        doc = json.dumps([1] * size, separators=(",", ":")).encode()
+        for k, b in enumerate(doc):
+            m.advance_bytes(bytes([b]))
+            if k % 7 == 0 or k > len(doc) - 4:  # the brute force is slow: every 7th byte
+                assert np.array_equal(m.mask(), _oracle.brute_force_mask(m, index)), size
+        assert m.is_accepting(), size
+    required = {**optional, "prefixItems": [{"type": "integer"}] * 1000, "minItems": 1000}
+    m = Matcher(CompiledGrammar.from_schema(required), index)
+    m.advance_bytes(json.dumps([1] * 999, separators=(",", ":")).encode()[:-1])
+    assert not m.is_accepting()
+    m.advance_bytes(b",1]")
+    assert m.is_accepting()
+
+
 def test_states_are_interned_and_their_memos_hold_no_tracked_objects() -> None:
     """Equal sets of configurations are one state whatever bytes led there, a second parse
     adds no state, and the step memos (ints to ints) are nothing the garbage collector walks:

@@ -36,6 +36,8 @@ from ._trees import ALT, ATOM, SEQ, E
 MAX_REPEAT = 1000  # larger item-count bounds are validated instead of counted
 INLINE_LIMIT = 48  # object layouts bigger than this use one rule per suffix
 MAX_INLINE_OPTIONAL = 3
+#: Optional tuple items (`prefixItems` past `minItems`) per rule; the rest is a rule of its own
+TUPLE_CHUNK = 64
 # `member_order="any"`: one rule per set of members already written (2^n, each with up to n
 # alternatives) up to this many declared members; bigger objects get one rule for the member
 # list and a `//@any_order` line, and the matcher tracks the set (`sdk.engine._any_order`).
@@ -58,7 +60,16 @@ def sym(text: str) -> E:
 
 
 def seq(parts: list[E | None]) -> E:
-    items = [p for p in parts if p is not None and p[0]]
+    items: list[E] = []
+    for p in parts:
+        if p is None or not p[0]:
+            continue
+        if p[1] == SEQ and isinstance(p[2], tuple) and p[2][0] == "seq":
+            # a sequence inside a sequence is its items (as Lark reads the text): a tuple's
+            # items nested one in the next overflowed the compilers' recursion at ~500
+            items.extend(p[2][1])
+        else:
+            items.append(p)
     if len(items) == 1:
         return items[0]
     text = " ".join(t if p >= SEQ else f"({t})" for t, p, _ in items)
@@ -977,11 +988,21 @@ class Emitter:
                 if ex_lo == 0:
                     cur = opt(cur)
         else:
+            # Optional items nest, each in the one before (`(, a (, b ...)?)?`): past
+            # TUPLE_CHUNK of them the rest of the tail is a rule of its own, called last (a
+            # tail call, no deeper parser stack), so no expression nests deeper than that
+            cuts = [i for i in range(max(lo, 1), k) if (k - i) % TUPLE_CHUNK == 0]
+            tails = {i: self.names.rule(f"{name}_tail{i}") for i in cuts}
+            for rule in tails.values():  # reserved in reading order
+                self.rules[rule] = _PENDING
             cur = rep(seq([comma, r]), ex_lo, ex_hi) if r is not None else None
             for i in reversed(range(k)):
                 cur = seq([comma if i else None, pe[i], cur])
                 if i >= lo:
                     cur = opt(cur)
+                if i in tails:
+                    self.rules[tails[i]] = cur
+                    cur = sym(tails[i])
         return seq([sym("LSQB"), cur, sym("RSQB")])
 
 
