@@ -991,10 +991,11 @@ class Emitter:
             # Optional items nest, each in the one before (`(, a (, b ...)?)?`): past
             # TUPLE_CHUNK of them the rest of the tail is a rule of its own, called last (a
             # tail call, no deeper parser stack), so no expression nests deeper than that
-            cuts = [i for i in range(max(lo, 1), k) if (k - i) % TUPLE_CHUNK == 0]
-            tails = {i: self.names.rule(f"{name}_tail{i}") for i in cuts}
-            for rule in tails.values():  # reserved in reading order
-                self.rules[rule] = _PENDING
+            tails: dict[int, str] = {}
+            for i in range(max(lo, 1), k):  # reserved in reading order
+                if (k - i) % TUPLE_CHUNK == 0:
+                    tails[i] = self.names.rule(f"{name}_tail{i}")
+                    self.rules[tails[i]] = _PENDING
             cur = rep(seq([comma, r]), ex_lo, ex_hi) if r is not None else None
             for i in reversed(range(k)):
                 cur = seq([comma if i else None, pe[i], cur])
