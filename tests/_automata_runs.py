@@ -22,6 +22,26 @@ def reachable(d: au.Dfa, q: int) -> set[int]:
     return seen
 
 
+def live_states(d: au.Dfa) -> set[int]:
+    """The states from which an accepting state can be reached: one backward search over the
+    table's moves (asking each reachable state for its own reachable set was quadratic, and
+    a random regex's materialised automaton can have 10^5 states)."""
+    src, col = np.nonzero(d.table)
+    dst = d.table[src, col]
+    order = np.argsort(dst, kind="stable")
+    src, dst = src[order].tolist(), dst[order]
+    starts = np.searchsorted(dst, np.arange(d.n_states + 1)).tolist()
+    live = set(np.flatnonzero(d.accepting).tolist())
+    todo = list(live)
+    while todo:
+        x = todo.pop()
+        for s in src[starts[x] : starts[x + 1]]:
+            if s not in live:
+                live.add(s)
+                todo.append(s)
+    return live
+
+
 def run_lazy(d: LazyDfa, q: int, data: bytes) -> list[tuple[bool, bool]]:
     """(alive, accepting) after each prefix of `data` from state q, until the state dies."""
     out = []
