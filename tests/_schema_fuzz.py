@@ -25,10 +25,19 @@ from hypothesis import strategies as st
 DEV = Path(__file__).resolve().parents[1].parent / "shared" / "maskbench-dev"
 DEV_FILES = sorted(DEV.glob("*.json")) if DEV.is_dir() else []
 
+
+def _traced() -> bool:
+    cov = sys.modules.get("coverage")
+    return sys.gettrace() is not None or (cov is not None and cov.Coverage.current() is not None)
+
+
 # CPU seconds per schema, compile + first mask; past it the compile counts as a hang. CPU time
 # of the compiling thread, not wall clock: a machine busy with other work must not turn a slow
-# compile into a "hang" (a wall-clock budget failed once beside a benchmark run).
-BUDGET_S = float(os.environ.get("SDK_FUZZ_BUDGET_S", "10"))
+# compile into a "hang" (a wall-clock budget failed once beside a benchmark run). Under a line
+# tracer (coverage, as CI runs) pure-Python compiles take ~3.5x the CPU: a regex refused after
+# 2.5 s of subset construction took 8.6 s under coverage, and passed 10 s late in a full
+# CI-like run. The budget catches hangs, so it scales with the tracer.
+BUDGET_S = float(os.environ.get("SDK_FUZZ_BUDGET_S", "10")) * (4.0 if _traced() else 1.0)
 # A backstop in wall-clock time, for a thread that waits instead of computing.
 WALL_FACTOR = 10
 

@@ -2,7 +2,8 @@
 `SDKError` — never another exception, never a hang, with bounded memory.
 
 Each schema goes through `compile_schema`, `CompiledGrammar.from_schema` and one
-`Matcher.mask()` (SmolLM2 vocabulary) under a watchdog (`_schema_fuzz.BUDGET_S`, 10 s of CPU).
+`Matcher.mask()` (SmolLM2 vocabulary) under a watchdog (`_schema_fuzz.BUDGET_S`, 10 s of CPU;
+40 s under coverage, which slows pure-Python compiles ~3.5x).
 Sources: hypothesis-generated schemas (every keyword, wrong-typed values, dangling and cyclic
 refs, pathological regexes) and mutations of the MaskBench dev schemas (dangling refs, cycles,
 huge enums, deep nesting, contradictory bounds, nested quantifiers, huge bounds, intersections).
