@@ -21,6 +21,9 @@ def _clean(hint: str) -> str:
 class Names:
     def __init__(self) -> None:
         self._used: set[str] = set()
+        #: per base, the suffix to try next: every lower one is taken (names are never
+        #: released), so a schema of thousands of `anyOf` branches numbers them in linear time
+        self._next: dict[str, int] = {}
 
     def reserve(self, name: str) -> str:
         self._used.add(name)
@@ -33,9 +36,12 @@ class Names:
         return self._fresh(_clean(hint).upper())
 
     def _fresh(self, base: str) -> str:
-        name, i = base, 2
-        while name in self._used:
+        name, i = base, self._next.get(base, 2)
+        if name in self._used:
             name = f"{base}_{i}"
-            i += 1
+            while name in self._used:
+                i += 1
+                name = f"{base}_{i}"
+            self._next[base] = i + 1
         self._used.add(name)
         return name

@@ -136,13 +136,13 @@ def is_any(node: Node) -> bool:
 
 def union(alts: list[Node]) -> Node:
     """Union with flattening, NEVER-pruning and deduplication."""
-    flat: list[Node] = []
+    flat: dict[Node, None] = {}  # insertion-ordered; a list's `in` made 3,000 branches quadratic
     for a in alts:
         for b in a.alts if isinstance(a, Union) else (a,):
             if is_any(b):
                 return ANY
-            if not is_never(b) and b not in flat:
-                flat.append(b)
+            if not is_never(b):
+                flat[b] = None
     if not flat:
         return NEVER
-    return flat[0] if len(flat) == 1 else Union(tuple(flat))
+    return next(iter(flat)) if len(flat) == 1 else Union(tuple(flat))
