@@ -213,7 +213,16 @@ def test_without_a_compiler_the_kernels_fall_back_to_the_jit_with_a_warning(
     from numba's JIT, and the process says why it holds more memory."""
     _aot_or_skip()
     built = _child()
-    got = _child({"SDK_KERNELS_DIR": str(tmp_path), "CC": "/bin/false"})
+    # numba's own cache in a fresh folder: a kernel it compiled before (another process, the
+    # JIT mode) is loaded without typing its globals again, and hid a fallback that failed to
+    # type `trim_states` on a fresh machine
+    got = _child(
+        {
+            "SDK_KERNELS_DIR": str(tmp_path),
+            "CC": "/bin/false",
+            "NUMBA_CACHE_DIR": str(tmp_path / "numba"),
+        }
+    )
     assert got["mode"] == "jit" and got["numba"] is True
     assert "compiled kernels are unavailable" in got["stderr"]
     assert got["masks"] == built["masks"] and got["accepting"] is True

@@ -255,12 +255,18 @@ def _resolve(k: _Kernel) -> Callable[..., Any]:
 
 
 def _jit_all() -> dict[str, Any]:
-    """numba's JIT for every kernel, helpers rebound in their modules so kernels find them."""
+    """numba's JIT for every kernel, helpers rebound in every kernel module that holds them
+    (`_pairs` imports a helper of `_length_product`: rebound only where it was defined, the
+    fallback failed to type `trim_states`, and every compile on a machine without a C compiler
+    with it)."""
     out: dict[str, Any] = {}
     for k in _KERNELS:
         out[k.symbol] = dispatcher = k.jit()
         if k.signature is None:
-            setattr(sys.modules[k.fn.__module__], k.fn.__name__, dispatcher)
+            for name in KERNEL_MODULES:
+                module = sys.modules[name]
+                if getattr(module, k.fn.__name__, None) is k.fn:
+                    setattr(module, k.fn.__name__, dispatcher)
     return out
 
 
