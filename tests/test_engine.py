@@ -747,6 +747,54 @@ def test_excluded_words_built_directly_match_the_product(words: list[str], rest:
     _assert_trimmed(fast)
 
 
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"(?!ab)(?!b[cd])(?!c)[a-d]{0,4}",
+        r"(?!a)(?=[ab])(?!bb)[a-d]*",  # a positive lookahead ends a run
+        r"x(?!a)(?!b)[a-dx]{1,3}",
+        r"(?![a-c]+d)(?!d)[a-d]{0,4}",  # a word set and a pattern: trie, then product
+        r"(?![ab]+c)(?!c+d)[a-d]{0,5}",  # patterns only: one product
+        r"(?:x|(?!ab)(?!ba)[abx]*)",  # a run inside a group ends with it
+    ],
+)
+def test_runs_of_negative_lookaheads_match_python(pattern: str) -> None:
+    """A run of negative lookaheads is built as one lookahead over their union: every text
+    over the alphabet up to 5 characters is matched as Python's `re` matches it."""
+    dfa = compile_regex(pattern)
+    for n in range(6):
+        for chars in itertools.product("abcdx", repeat=n):
+            text = "".join(chars)
+            want = re.fullmatch(pattern, text) is not None
+            assert dfa.matches(text.encode()) == want, (pattern, text)
+
+
+def test_hundreds_of_pattern_properties_compile_and_route_keys() -> None:
+    """An open object's other keys exclude every pattern: one lookahead over their union, not
+    a chain nested once per pattern (500 were refused as nesting too deeply)."""
+    n = 500
+    schema = {
+        "type": "object",
+        "patternProperties": {f"^p{i}_[a-z]+$": {"type": "integer"} for i in range(n)},
+    }
+    grammar = CompiledGrammar.from_schema(schema, strict=True)
+    for text, ok in [
+        ('{"p7_abc":1}', True),
+        ('{"p7_abc":"x"}', False),
+        ('{"p499_z":2,"other":"x"}', True),
+        ('{"p500_z":"x"}', True),  # no pattern: any value
+        ('{"p12_":"x"}', True),
+        ('{"p12_a":"x"}', False),
+    ]:
+        m = Matcher(grammar, INDEX)
+        try:
+            m.advance_bytes(text.encode())
+            accepted = m.is_accepting()
+        except TokenRejectedError:
+            accepted = False
+        assert accepted == ok, text
+
+
 def _assert_trimmed(dfa: Any) -> None:
     """Every state but the dead one is reachable from the start and can reach acceptance: a
     state that cannot would let a mask allow a token with no valid continuation."""

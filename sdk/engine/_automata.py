@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 
@@ -1087,6 +1088,19 @@ def _trie(words: list[bytes]) -> Dfa:
     return minimize(Dfa(trans, accepting))
 
 
+def _excluding_run(looks: Sequence[rx.Node], rest: rx.Node) -> AnyDfa:
+    """`(?!a)(?!b)...rest` as `(?!w)(?!p)rest`: w the union of the bodies that are finite word
+    sets (the declared keys: their trie, `excluding_prefixes`), p of the others (patterns: one
+    product)."""
+    bodies = [cast("rx.Look", i).body for i in looks]
+    words = tuple(b for b in bodies if _finite_words(b) is not None)
+    others = tuple(b for b in bodies if _finite_words(b) is None)
+    if not words or not others:
+        return look_intersection(rx.Look(rx.Alt(words or others), negative=True), rest)
+    inner = look_intersection(rx.Look(rx.Alt(words), negative=True), rest)
+    return _look_product(rx.Look(rx.Alt(others), negative=True), table(inner))
+
+
 def _compile_direct(node: rx.Node) -> AnyDfa | None:
     if isinstance(node, rx.Seq):
         items = node.items
@@ -1097,7 +1111,19 @@ def _compile_direct(node: rx.Node) -> AnyDfa | None:
                 if light:
                     parts.append(compile_node(rx.Seq(tuple(light))))
                     light = []
-                parts.append(look_intersection(item, rx.Seq(items[k + 1 :])))
+                # A run of negative lookaheads is one: (?!a)(?!b)R is (?!a|b)R. One product
+                # with the union, not a chain nested as deep as the run (the keys of an open
+                # object with n patternProperties: quadratic, and refused past ~400).
+                j = k + 1
+                while item.negative and j < len(items):
+                    nxt = items[j]
+                    if not (isinstance(nxt, rx.Look) and nxt.negative):
+                        break
+                    j += 1
+                if j > k + 1:
+                    parts.append(_excluding_run(items[k:j], rx.Seq(items[j:])))
+                else:
+                    parts.append(look_intersection(item, rx.Seq(items[j:])))
                 break
             if _weight(item) > DIRECT_WEIGHT:
                 if light:
