@@ -1092,9 +1092,9 @@ def _excluding_run(looks: Sequence[rx.Node], rest: rx.Node) -> AnyDfa:
     """`(?!a)(?!b)...rest` as `(?!w)(?!p)rest`: w the union of the bodies that are finite word
     sets (the declared keys: their trie, `excluding_prefixes`), p of the others (patterns: one
     product)."""
-    bodies = [cast("rx.Look", i).body for i in looks]
-    words = tuple(b for b in bodies if _finite_words(b) is not None)
-    others = tuple(b for b in bodies if _finite_words(b) is None)
+    finite = [(b, _finite_words(b) is not None) for b in (cast("rx.Look", i).body for i in looks)]
+    words = tuple(b for b, is_words in finite if is_words)
+    others = tuple(b for b, is_words in finite if not is_words)
     if not words or not others:
         return look_intersection(rx.Look(rx.Alt(words or others), negative=True), rest)
     inner = look_intersection(rx.Look(rx.Alt(words), negative=True), rest)
