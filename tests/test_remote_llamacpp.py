@@ -6,9 +6,8 @@ The module fixture starts
         --host 127.0.0.1 --port <free port> --n_ctx 2048
 
 and stops it by its process id. Skipped (with the reason) when llama-cpp-python[server] is not
-installed; build it with
-
-    CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/python -m pip install 'llama-cpp-python[server]'
+installed (its `server` extra, as llama-cpp-python's metadata lists it); `scripts/setup.sh`
+builds llama-cpp-python for this CPU and the dev extras add the server's packages.
 
 Every reply the server generated under an exported GBNF grammar is re-checked with the local
 engine (`Matcher`) against the same turn grammar: what llama.cpp enforced is what we meant.
@@ -16,7 +15,6 @@ engine (`Matcher`) against the same turn grammar: what llama.cpp enforced is wha
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import socket
@@ -25,22 +23,44 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
 import pytest
+from packaging.requirements import Requirement
 from pydantic import BaseModel, Field
 
 from sdk import Agent, ModelRetry, RunContext, TruncationError, tool
 from sdk.backends.openai import OpenAIChatModel
 from sdk.engine.matcher import Matcher
 
+
+def _missing_server_extras() -> list[str]:
+    """The distributions of llama-cpp-python's `server` extra that are not installed (read from
+    its own metadata, so the skip follows the extra as llama-cpp-python defines it)."""
+    try:
+        requires = metadata.requires("llama_cpp_python") or []
+    except metadata.PackageNotFoundError:
+        return ["llama-cpp-python"]
+    missing = []
+    for line in requires:
+        req = Requirement(line)
+        if req.marker is None or not req.marker.evaluate({"extra": "server"}):
+            continue
+        try:
+            metadata.distribution(req.name)
+        except metadata.PackageNotFoundError:
+            missing.append(req.name)
+    return missing
+
+
 # CI sets SDK_REQUIRE_SERVER_TESTS=1: there a missing server is a failure, never a silent skip.
+_MISSING = _missing_server_extras()
 pytestmark = pytest.mark.skipif(
-    (importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("uvicorn") is None)
-    and not os.environ.get("SDK_REQUIRE_SERVER_TESTS"),
-    reason="llama-cpp-python[server] is not installed "
-    "(CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" pip install 'llama-cpp-python[server]')",
+    bool(_MISSING) and not os.environ.get("SDK_REQUIRE_SERVER_TESTS"),
+    reason=f"llama-cpp-python[server] is not installed (missing: {', '.join(_MISSING)}); "
+    "bash scripts/setup.sh installs it",
 )
 
 ROOT = Path(__file__).resolve().parents[1]
