@@ -309,17 +309,20 @@ def test_auto_bias_follows_the_template(smollm2_tokenizer: Any) -> None:
     """A template that renders tools marks a model trained to call: the stricter bias."""
     from sdk.decoding._gate import DEFAULT_AUTO_CALL_BIAS, TOOL_TRAINED_CALL_BIAS
 
-    plain = Agent(TestModel([], tokenizer=smollm2_tokenizer), tools=[get_weather])
-    plain.resolved_format()  # resolves the backend
-    assert plain._call_bias() == DEFAULT_AUTO_CALL_BIAS
+    def bias(agent: Agent[Any]) -> float:  # what the "auto" turn's gate is given
+        fmt = agent.resolved_format()  # resolves the backend
+        gate = agent._assembly.gate(agent._turn_grammar("auto", fmt), fmt, agent.model.tokenizer)
+        assert gate is not None
+        return gate.bias
+
+    assert bias(Agent(TestModel([], tokenizer=smollm2_tokenizer), tools=[get_weather])) == (
+        DEFAULT_AUTO_CALL_BIAS
+    )
     tok = copy.deepcopy(smollm2_tokenizer)
     tok.chat_template = _HERMES_LIKE.replace("SEPS", "(', ', ': ')")
-    trained = Agent(TestModel([], tokenizer=tok), tools=[get_weather])
-    trained.resolved_format()
-    assert trained._call_bias() == TOOL_TRAINED_CALL_BIAS
+    assert bias(Agent(TestModel([], tokenizer=tok), tools=[get_weather])) == TOOL_TRAINED_CALL_BIAS
     fixed = Agent(TestModel([], tokenizer=tok), tools=[get_weather], auto_call_bias=1.5)
-    fixed.resolved_format()
-    assert fixed._call_bias() == 1.5
+    assert bias(fixed) == 1.5
 
 
 # ------------------------------------------------------------------ reasoning before the call

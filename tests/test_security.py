@@ -365,4 +365,4 @@ def test_the_scanner_catches_what_it_should(tmp_path: Path) -> None:
         "m.eval()\n"  # a method named eval (torch's) is not the builtin
     )
     assert [f[1] for f in _findings(tmp_path)] == ["eval", "pickle.loads", "allow_pickle=..."]
-    assert (SDK_DIR / "agent.py").exists() and len(list(SDK_DIR.rglob("*.py"))) > 20
+    assert (SDK_DIR / "agent" / "__init__.py").exists() and len(list(SDK_DIR.rglob("*.py"))) > 20

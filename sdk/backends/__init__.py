@@ -1,1 +1,297 @@
-"""Model backends. `embedded` loads the bundled SmolLM2 / Gemma-3 GGUF models offline."""
+"""Model backends, and the one interface the agent drives them through.
+
+Two kinds of backend meet in `TurnBackend`, whose `run_turn`/`arun_turn` produce one assistant
+turn from a rendered request and its turn grammar:
+
+- local models (`TransformersModel`, the scripted `TestModel`) implement `ModelBackend`: a
+  tokenizer, its byte index and a `DecodeSession` per turn; `run_local_turn` runs the SDK's
+  own decoding loop over it: the matcher's masks on the logits, fast-forward, the call gate.
+- servers (`OpenAIChatModel`) implement `RemoteBackend`: they get the turn grammar and enforce
+  it in their own way, returning whole turns.
+
+The agent holds a `TurnBackend` and never asks which kind it has: `as_turn_backend` adapts a
+backend of either kind once, when the agent resolves its model (a backend may also implement
+`TurnBackend` itself and run turns its own way).
+`resolve_backend` turns an `Agent(model=...)` argument into a backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import functools
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+
+from sdk._stream import TokenStream, TurnScanner, emit_whole_turn
+from sdk.decoding.generate import (
+    DecodeSession,
+    SamplingConfig,
+    TurnOutput,
+    TurnRequest,
+    generate_turn,
+)
+from sdk.decoding.local_turn import open_turn
+
+if TYPE_CHECKING:
+    from sdk.decoding._gate import CallGate
+    from sdk.decoding.turn_grammar import TurnGrammar
+    from sdk.engine.tokenizer import TokenizerIndex
+
+__all__ = [
+    "DecodeSession",
+    "ModelBackend",
+    "RemoteBackend",
+    "TurnBackend",
+    "TurnSettings",
+    "as_turn_backend",
+    "in_decode_thread",
+    "is_remote_spec",
+    "resolve_backend",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class TurnSettings:
+    """How one turn is generated, beyond what the prompt and the grammar say."""
+
+    max_tokens: int
+    sampling: SamplingConfig = SamplingConfig()  # noqa: RUF009 - frozen dataclass
+    parallel_tool_calls: bool = True
+    # Local decoding only (a server decides these itself): the call boundaries' steering, and
+    # whether forced text ends where the model's own tokens would.
+    gate: CallGate | None = None
+    heal: bool = True
+    # A streamed run's events for this turn: token by token locally, at once from a server.
+    scanner: TurnScanner | None = None
+    # Set when the run is cancelled: a local turn stops before its next forward pass.
+    cancel: threading.Event | None = None
+
+
+@runtime_checkable
+class TurnBackend(Protocol):
+    """What the agent drives: one assistant turn at a time, local or remote alike."""
+
+    # The model's tokenizer (its chat template decides the call format); None where the
+    # server tokenizes.
+    tokenizer: Any
+
+    def run_turn(
+        self, request: TurnRequest, grammar: TurnGrammar, settings: TurnSettings
+    ) -> TurnOutput:
+        """One turn, blocking (`Agent.plan_sync`; a worker thread of an async run)."""
+        ...
+
+    async def arun_turn(
+        self, request: TurnRequest, grammar: TurnGrammar, settings: TurnSettings
+    ) -> TurnOutput:
+        """One turn without blocking the event loop."""
+        ...
+
+
+class ModelBackend(Protocol):
+    """A local model the decoding loop drives: a tokenizer, its byte index, turn sessions."""
+
+    tokenizer: Any
+
+    @property
+    def index(self) -> TokenizerIndex: ...
+
+    def begin_turn(self, request: TurnRequest) -> DecodeSession: ...
+
+
+class RemoteBackend(Protocol):
+    """A model that produces whole turns itself (an OpenAI-compatible server): it gets the
+    turn's grammar to enforce in its own way and returns text and/or already-split calls."""
+
+    def complete_turn(
+        self,
+        request: TurnRequest,
+        grammar: TurnGrammar,
+        *,
+        max_tokens: int,
+        sampling: SamplingConfig,
+        parallel_tool_calls: bool,
+    ) -> TurnOutput: ...
+
+    async def acomplete_turn(
+        self,
+        request: TurnRequest,
+        grammar: TurnGrammar,
+        *,
+        max_tokens: int,
+        sampling: SamplingConfig,
+        parallel_tool_calls: bool,
+    ) -> TurnOutput: ...
+
+
+_DECODE_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+_DECODE_POOL_LOCK = threading.Lock()
+
+
+async def in_decode_thread(fn: Callable[..., T], *args: Any) -> T:
+    """`asyncio.to_thread` on a pool of its own: the default executor has cores + 4 threads
+    (6 on 2 cores), which would cap how many concurrent turns a batched model can serve."""
+    global _DECODE_POOL
+    with _DECODE_POOL_LOCK:
+        if _DECODE_POOL is None:
+            _DECODE_POOL = concurrent.futures.ThreadPoolExecutor(64, "sdk-decode")
+    ctx = contextvars.copy_context()  # tracing spans and the like follow the turn
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_DECODE_POOL, functools.partial(ctx.run, fn, *args))
+
+
+def run_local_turn(
+    model: ModelBackend, request: TurnRequest, grammar: TurnGrammar, settings: TurnSettings
+) -> TurnOutput:
+    """The SDK's decoding loop over a local model's session: the turn grammar's matcher
+    masks every step, forced text is fast-forwarded, the gate steers call boundaries."""
+    turn = open_turn(model, request, grammar, settings.gate)
+    stream = None
+    if settings.scanner is not None:
+        stream = TokenStream(settings.scanner, turn.index.decode_bytes)
+        stream.scanner.opened = turn.reasoning_opened
+    out = generate_turn(
+        turn.session,
+        turn.matcher,
+        turn.index,
+        model.tokenizer,
+        max_tokens=settings.max_tokens,
+        sampling=settings.sampling,
+        gate=turn.gate,
+        heal=settings.heal,
+        on_progress=stream,
+        cancel=settings.cancel,
+    )
+    out.reasoning_opened = turn.reasoning_opened
+    if stream is not None:
+        stream.finish()
+    return out
+
+
+async def arun_local_turn(
+    model: ModelBackend, request: TurnRequest, grammar: TurnGrammar, settings: TurnSettings
+) -> TurnOutput:
+    """`run_local_turn` in a worker thread: decoding is CPU/GPU bound. A cancelled run stops
+    its turn at the next token (and a batched model frees the turn's row)."""
+    try:
+        return await in_decode_thread(run_local_turn, model, request, grammar, settings)
+    except asyncio.CancelledError:
+        if settings.cancel is not None:
+            settings.cancel.set()
+        raise
+
+
+def run_remote_turn(
+    server: RemoteBackend, request: TurnRequest, grammar: TurnGrammar, settings: TurnSettings
+) -> TurnOutput:
+    out = server.complete_turn(
+        request,
+        grammar,
+        max_tokens=settings.max_tokens,
+        sampling=settings.sampling,
+        parallel_tool_calls=settings.parallel_tool_calls,
+    )
+    if settings.scanner is not None:  # a server's turn arrives whole: its events at once
+        emit_whole_turn(settings.scanner, out.text, out.calls)
+    return out
+
+
+async def arun_remote_turn(
+    server: RemoteBackend, request: TurnRequest, grammar: TurnGrammar, settings: TurnSettings
+) -> TurnOutput:
+    out = await server.acomplete_turn(
+        request,
+        grammar,
+        max_tokens=settings.max_tokens,
+        sampling=settings.sampling,
+        parallel_tool_calls=settings.parallel_tool_calls,
+    )
+    if settings.scanner is not None:
+        emit_whole_turn(settings.scanner, out.text, out.calls)
+    return out
+
+
+class _LocalAdapter:
+    """A duck-typed `ModelBackend` as a `TurnBackend`."""
+
+    def __init__(self, model: ModelBackend) -> None:
+        self.model = model
+        self.tokenizer = model.tokenizer
+
+    def run_turn(
+        self, request: TurnRequest, grammar: TurnGrammar, settings: TurnSettings
+    ) -> TurnOutput:
+        return run_local_turn(self.model, request, grammar, settings)
+
+    async def arun_turn(
+        self, request: TurnRequest, grammar: TurnGrammar, settings: TurnSettings
+    ) -> TurnOutput:
+        return await arun_local_turn(self.model, request, grammar, settings)
+
+
+class _RemoteAdapter:
+    """A duck-typed `RemoteBackend` as a `TurnBackend`."""
+
+    tokenizer = None
+
+    def __init__(self, server: RemoteBackend) -> None:
+        self.server = server
+
+    def run_turn(
+        self, request: TurnRequest, grammar: TurnGrammar, settings: TurnSettings
+    ) -> TurnOutput:
+        return run_remote_turn(self.server, request, grammar, settings)
+
+    async def arun_turn(
+        self, request: TurnRequest, grammar: TurnGrammar, settings: TurnSettings
+    ) -> TurnOutput:
+        return await arun_remote_turn(self.server, request, grammar, settings)
+
+
+def _is_remote(obj: Any) -> bool:
+    return hasattr(obj, "complete_turn") and hasattr(obj, "acomplete_turn")
+
+
+def as_turn_backend(model: Any) -> TurnBackend:
+    """`model` as the agent drives it: as it is when it implements `TurnBackend`, else
+    adapted by what it implements (`RemoteBackend` or `ModelBackend`)."""
+    if hasattr(model, "run_turn") and hasattr(model, "arun_turn"):
+        return model
+    if _is_remote(model):
+        return _RemoteAdapter(model)
+    if hasattr(model, "begin_turn") and hasattr(model, "index"):
+        return _LocalAdapter(model)
+    raise TypeError(f"model={model!r} implements neither ModelBackend nor RemoteBackend")
+
+
+def is_remote_spec(spec: Any) -> bool:
+    """Does this `model=` resolve to a server (without loading anything)?"""
+    if spec is None:
+        return bool(os.environ.get("SDK_MODEL_URL"))
+    if isinstance(spec, str):
+        return spec.startswith(("http://", "https://"))
+    return _is_remote(spec)
+
+
+def resolve_backend(spec: Any) -> Any:
+    """An `Agent(model=...)` argument as a backend object: a server URL (or None with
+    `SDK_MODEL_URL` set) as `OpenAIChatModel`, a backend as it is, anything else through
+    `sdk.backends.transformers.coerce_model` (named models load once per process)."""
+    if is_remote_spec(spec):
+        from sdk.backends.openai import OpenAIChatModel
+
+        if spec is None:
+            return OpenAIChatModel.from_env()
+        if isinstance(spec, str):
+            return OpenAIChatModel(spec)
+        return spec
+    from sdk.backends.transformers import coerce_model
+
+    return coerce_model(spec)

@@ -38,7 +38,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from sdk.decoding.formats import ParsedCall
+from sdk.decoding.formats import ParsedCall, format_traits
 from sdk.decoding.generate import SamplingConfig, TurnOutput, TurnRequest
 from sdk.errors import AgentRunError, UnexpectedModelBehavior
 from sdk.result import Usage
@@ -545,7 +545,7 @@ def _hermes_messages(request: TurnRequest) -> list[dict[str, Any]]:
     assistant turns, results as `<tool_response>` user turns (what the turn grammar speaks)."""
     from dataclasses import replace
 
-    from sdk.backends.transformers import _fallback_dicts
+    from sdk.backends.chat_template import _fallback_dicts
     from sdk.messages import Message
 
     fmt = request.fmt
@@ -553,7 +553,7 @@ def _hermes_messages(request: TurnRequest) -> list[dict[str, Any]]:
     for m in request.messages:
         if m.role == "assistant" and m.tool_calls and fmt.opener not in m.content:
             items = [(c.name, c.arguments) for c in m.tool_calls]
-            several = getattr(fmt, "render_calls", None)
+            several = format_traits(fmt).render_calls
             calls = (
                 str(several(items))
                 if several is not None

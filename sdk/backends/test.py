@@ -18,8 +18,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sdk.backends.transformers import encode_prompt, index_for, render_prompt
+from sdk.backends.chat_template import encode_prompt, index_for, render_prompt
 from sdk.decoding import format_index
+from sdk.decoding.formats import format_traits
 from sdk.decoding.generate import TurnRequest
 from sdk.errors import UnexpectedModelBehavior
 
@@ -77,7 +78,7 @@ def _render_calls(calls: Sequence[ToolCallScript], fmt: ToolCallFormat) -> str:
             items.append((c.name, _RAW))
         else:
             items.append((c.name, dict(c.args)))
-    several = getattr(fmt, "render_calls", None)
+    several = format_traits(fmt).render_calls
     if several is not None:
         text = str(several(items))
     else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sdk._memo import per_object
+from sdk.decoding.formats import format_traits
 
 if TYPE_CHECKING:
     from sdk.engine.tokenizer import TokenizerIndex
@@ -24,7 +25,7 @@ def _derived(index: TokenizerIndex) -> dict[tuple[str, ...], TokenizerIndex]:
 
 def format_index(index: TokenizerIndex, tokenizer: Any, fmt: Any) -> TokenizerIndex:
     """`index` with `fmt.markers` that are single special tokens of `tokenizer` as text."""
-    markers = tuple(getattr(fmt, "markers", ()) or ())
+    markers = tuple(format_traits(fmt).markers or ())
     if not markers or tokenizer is None:
         return index
     cache = _derived(index)

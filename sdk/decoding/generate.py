@@ -28,15 +28,14 @@ from sdk.result import Usage
 if TYPE_CHECKING:
     import torch
 
-    from sdk.decoding.turn_grammar import ToolSpec, TurnGrammar
+    from sdk.decoding.turn_grammar import ToolSpec
     from sdk.engine.matcher import Matcher
     from sdk.engine.tokenizer import TokenizerIndex
     from sdk.messages import Message
 
 __all__ = [
     "DecodeSession",
-    "ModelBackend",
-    "RemoteBackend",
+    "RollbackSession",
     "SamplingConfig",
     "TurnCancelled",
     "TurnOutput",
@@ -86,38 +85,11 @@ class DecodeSession(Protocol):
     def close(self) -> None: ...
 
 
-class ModelBackend(Protocol):
-    """A model the agent can drive: a tokenizer, its byte index, and turn sessions."""
+class RollbackSession(DecodeSession, Protocol):
+    """A session that can forget its last tokens (KV cache cut back): what the call probe
+    and the cut-back of a repeated or truncated call need (checked with `hasattr`)."""
 
-    tokenizer: Any
-    index: TokenizerIndex
-
-    def begin_turn(self, request: TurnRequest) -> DecodeSession: ...
-
-
-class RemoteBackend(Protocol):
-    """A model that produces whole turns itself (an OpenAI-compatible server): it gets the
-    turn's grammar to enforce in its own way and returns text and/or already-split calls."""
-
-    def complete_turn(
-        self,
-        request: TurnRequest,
-        grammar: TurnGrammar,
-        *,
-        max_tokens: int,
-        sampling: SamplingConfig,
-        parallel_tool_calls: bool,
-    ) -> TurnOutput: ...
-
-    async def acomplete_turn(
-        self,
-        request: TurnRequest,
-        grammar: TurnGrammar,
-        *,
-        max_tokens: int,
-        sampling: SamplingConfig,
-        parallel_tool_calls: bool,
-    ) -> TurnOutput: ...
+    def rollback(self, n: int) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -323,7 +295,7 @@ def generate_turn(
                                 steer.after(index.decode_bytes(probe.fed), len(probe.fed))
                                 preset = probe.last
                         elif probe is not None:
-                            session.rollback(len(probe.fed))  # type: ignore[attr-defined]
+                            cast("RollbackSession", session).rollback(len(probe.fed))
                     if opener:
                         feed = forced_token_ids(
                             matcher,

@@ -13,10 +13,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from sdk.decoding._markers import format_index
+from sdk.decoding.formats import format_traits
 
 if TYPE_CHECKING:
+    from sdk.backends import ModelBackend
     from sdk.decoding._gate import CallGate
-    from sdk.decoding.generate import DecodeSession, ModelBackend, TurnRequest
+    from sdk.decoding.generate import DecodeSession, TurnRequest
     from sdk.decoding.turn_grammar import TurnGrammar
     from sdk.engine.matcher import Matcher
     from sdk.engine.tokenizer import TokenizerIndex
@@ -26,7 +28,7 @@ __all__ = ["LocalTurn", "open_turn", "reasoning_start"]
 
 def reasoning_start(fmt: object) -> str:
     """The format's reasoning start marker (`<think>`), or "" for formats without one."""
-    marks = getattr(fmt, "reasoning", None)
+    marks = format_traits(fmt).reasoning
     return str(marks[0]) if marks else ""
 
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from sdk.decoding.call_style import COMPACT, CallStyle
-from sdk.decoding.formats import HERMES, CallFormat, ToolCallFormat, lark_literal
+from sdk.decoding.formats import HERMES, CallFormat, ToolCallFormat, format_traits, lark_literal
 
 if TYPE_CHECKING:
     from sdk.engine.grammar import CompiledGrammar
@@ -196,7 +196,7 @@ def prefix_lark_names(text: str, prefix: str) -> str:
 
 def format_style(fmt: ToolCallFormat) -> CallStyle:
     """The body layout of `fmt` (formats without a `style` write compact JSON)."""
-    style = getattr(fmt, "style", None)
+    style = format_traits(fmt).style
     return style if isinstance(style, CallStyle) else COMPACT
 
 
@@ -247,14 +247,14 @@ def _turn_lark(
 ) -> str:
     parts: list[str] = []
     # Formats whose text replies open with a header (harmony's final channel).
-    prefix = getattr(fmt, "text_prefix", "")
+    traits = format_traits(fmt)
+    prefix = traits.text_prefix
     out_start = f"{lark_literal(prefix)} out_start" if prefix else "out_start"
     if mode == "output":
         parts.append(f"start: {out_start}")
     else:
-        calls_rule = getattr(fmt, "calls_rule", None)
-        if calls_rule is not None:
-            calls = calls_rule("call", parallel)
+        if traits.calls_rule is not None:
+            calls = traits.calls_rule("call", parallel)
         else:
             calls = f"call ({fmt.separator_rule()} call)*" if parallel else "call"
         if mode == "required" and reasoning:
@@ -273,7 +273,7 @@ def _turn_lark(
             if getattr(type(fmt), "calls_rule", CallFormat.calls_rule) is not CallFormat.calls_rule:
                 parts.append(f"envelope: {calls}")
                 unit = "envelope"
-            if getattr(fmt, "whole_reply", False):
+            if traits.whole_reply:
                 # The reply is either text or the calls; text never opens like a call.
                 parts.append(f"start: TEXT | {unit}")
                 head = r"(?![ \t\r\n]*" + re.escape(fmt.opener) + r")[\s\S]+"
@@ -292,7 +292,7 @@ def _turn_lark(
         # Next to tools, a typed reply holding the opener would be read as a call.
         reserved = [fmt.opener] if mode != "output" else []
         parts.append(_schema_lark(dict(output_schema), "out_", format_style(fmt), reserved))
-    markers = getattr(fmt, "reasoning", None)
+    markers = traits.reasoning
     if markers:
         # The reasoning span opens the turn (or continues one the prompt opened); it is free
         # text up to its end marker, which no call inside it can pass.
@@ -310,12 +310,13 @@ def _call_rules(tools: Sequence[ToolSpec], fmt: ToolCallFormat) -> list[str]:
     style = format_style(fmt)
     # A string holding the closer would end the call early for every parser (ours
     # included); it stays writable escaped, `<\/tool_call>`.
-    reserved = [t for t in (getattr(fmt, "closer", None), *getattr(fmt, "reserved", ())) if t]
-    if getattr(fmt, "body", "object") == "named":
+    traits = format_traits(fmt)
+    reserved = [t for t in (traits.closer, *traits.reserved) if t]
+    if traits.body == "named":
         named = cast(Any, fmt).named_call_rule
         alts = [named(t.name, f"a{i}_start") for i, t in enumerate(tools)]
         parts = ["call: " + " | ".join(f"({a})" for a in alts)]
-        declared = getattr(fmt, "surface", "json")
+        declared = traits.surface
         surface = cast(
             'Literal["json", "python", "xml", "gemma"]',
             declared if declared in ("python", "xml", "gemma") else "json",
@@ -325,8 +326,8 @@ def _call_rules(tools: Sequence[ToolSpec], fmt: ToolCallFormat) -> list[str]:
         return parts
     body = call_body_schema(
         tools,
-        getattr(fmt, "arguments_key", "arguments"),
-        getattr(fmt, "extra_members", None),
+        traits.arguments_key,
+        traits.extra_members,
     )
     return [f"call: {fmt.call_rule('cb_start')}", _schema_lark(body, "cb_", style, reserved)]
 
@@ -370,14 +371,15 @@ def build_turn_grammar(
     if mode == "none":
         return TurnGrammar("none", None, None, (), False)
 
+    traits = format_traits(fmt)
     key = json.dumps(
         [
             type(fmt).__module__ + "." + type(fmt).__qualname__,
             fmt.name,
             fmt.opener,
-            getattr(fmt, "closer", None),
-            getattr(fmt, "reasoning", None),
-            getattr(fmt, "surface", "json"),
+            traits.closer,
+            traits.reasoning,
+            traits.surface,
             format_style(fmt),
             mode,
             parallel_tool_calls,

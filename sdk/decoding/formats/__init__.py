@@ -6,8 +6,10 @@ template. The JSON arguments are always compiled by the one schema compiler.
 
 from sdk.decoding.formats._base import (
     CallFormat,
+    FormatTraits,
     ParsedCall,
     ToolCallFormat,
+    format_traits,
     lark_literal,
     strip_property_titles,
 )
@@ -34,6 +36,8 @@ from sdk.decoding.formats.registry import FORMATS, get_format
 from sdk.decoding.formats.xml_params import QWEN_XML, QwenXmlFormat
 
 __all__ = [
+    "FormatTraits",
+    "format_traits",
     "DEEPSEEK_V3",
     "FORMATS",
     "FUNCTIONGEMMA",

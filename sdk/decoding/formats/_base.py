@@ -22,16 +22,18 @@ import contextlib
 import copy
 import json
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from sdk.decoding.call_style import SPACED, CallStyle
 
 __all__ = [
     "CallFormat",
+    "FormatTraits",
     "ParsedCall",
     "ToolCallFormat",
+    "format_traits",
     "lark_literal",
 ]
 
@@ -84,6 +86,44 @@ class ToolCallFormat(Protocol):
     def tool_result_text(self, name: str, content: str) -> str:
         """A tool result as user-turn text, for templates without a tool role."""
         ...
+
+
+@dataclass(frozen=True)
+class FormatTraits:
+    """What a format may say beyond the `ToolCallFormat` protocol, each with its default.
+
+    The built-in formats (`CallFormat`) declare all of it; a format of your own that
+    implements only the protocol gets the defaults: calls in JSON objects, not closed one by
+    one, no reasoning span. Read through `format_traits(fmt)`, the one place that looks.
+    """
+
+    closer: str | None = None  # text that ends ONE call
+    body: str = "object"  # "object": {"name", KEY: args}; "named": name in the envelope
+    arguments_key: str = "arguments"
+    extra_members: Mapping[str, Any] | None = None  # more members of the call object
+    markers: tuple[str, ...] = ()  # special tokens the format writes as text
+    reserved: tuple[str, ...] = ()  # texts no argument string may contain unescaped
+    reasoning: tuple[str, str] | None = None  # the reasoning span's start and end markers
+    surface: str = "json"  # how argument values are written: json, python, xml, gemma
+    whole_reply: bool = False  # calls are the whole reply or absent (no text around them)
+    text_prefix: str = ""  # what a text reply opens with (harmony's final channel)
+    style: Any = None  # the body's `CallStyle` (None: compact JSON)
+    with_style: Callable[..., Any] | None = None
+    calls_rule: Callable[[str, bool], str] | None = None
+    find_calls: Callable[[str], list[ParsedCall]] | None = None
+    resolve_arguments: Callable[[ParsedCall, Mapping[str, Any]], ParsedCall] | None = None
+    split_reasoning: Callable[[str], tuple[str, str]] | None = None
+    answer_text: Callable[[str], Any] | None = None
+    history_dict: Callable[[Any], dict[str, Any]] | None = None
+    render_calls: Callable[[Sequence[tuple[str, Any]]], str] | None = None
+
+
+_TRAITS: tuple[tuple[str, Any], ...] = tuple((f.name, f.default) for f in fields(FormatTraits))
+
+
+def format_traits(obj: object) -> FormatTraits:
+    """The format `obj`'s optional attributes and methods, defaults where it has none."""
+    return FormatTraits(**{name: getattr(obj, name, default) for name, default in _TRAITS})
 
 
 def strip_property_titles(schema: Any) -> Any:

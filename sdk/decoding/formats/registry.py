@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sdk.decoding.formats._base import CallFormat
+from sdk.decoding.formats._base import CallFormat, format_traits
 from sdk.decoding.formats.functiongemma import FUNCTIONGEMMA
 from sdk.decoding.formats.harmony import HARMONY
 from sdk.decoding.formats.hermes import HERMES
@@ -70,7 +70,7 @@ def format_from_rendering(text: str) -> CallFormat | None:
     `text`, a chat template's rendering of a conversation holding it; None if none does."""
     for fmt in FORMATS.values():
         try:
-            calls = getattr(fmt, "find_calls", fmt.parse_calls)(text)
+            calls = (format_traits(fmt).find_calls or fmt.parse_calls)(text)
         except Exception:  # noqa: BLE001 - a parser meeting foreign text finds nothing
             continue
         if any(c.name == PROBE_NAME and c.arguments == PROBE_ARGUMENTS for c in calls):

@@ -1,0 +1,384 @@
+"""The run loop: generate a turn, run its calls, feed the results back, until an answer.
+
+`run_steps` is the loop; `RunState` is what one run carries from turn to turn; the helpers
+below it build the transcript (instructions, call ids, assistant messages), check usage
+limits, and run a coroutine from synchronous code or as a stream of events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from pydantic import ValidationError
+
+from sdk import tracing
+from sdk._settings import UsageLimits, check_run_settings, check_sampling
+from sdk.agent._tools import PrepareTools, checked_args, format_validation_error
+from sdk.agent._turn import answer_text, split_reasoning
+from sdk.decoding.generate import SamplingConfig, TurnOutput
+from sdk.errors import ConfigError, FailedAttempt, StepLimitExceeded, UsageLimitExceeded
+from sdk.events import FinalResult, StreamEvent, ToolResult
+from sdk.messages import Message, ToolCallPart, coerce_messages
+from sdk.result import RunResult, ToolCall, Usage
+
+if TYPE_CHECKING:
+    from sdk.agent import Agent
+    from sdk.decoding.formats import ParsedCall
+    from sdk.decoding.turn_grammar import TurnGrammar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """A run's own settings, over the agent's."""
+
+    max_steps: int | None = None
+    settings: Mapping[str, Any] | None = None
+    limits: UsageLimits | None = None
+    prepare: PrepareTools | None = None
+
+
+@dataclass
+class RunState:
+    """Mutable state of one run."""
+
+    messages: list[Message]
+    deps: Any
+    usage: Usage = field(default_factory=Usage)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    failures: dict[str, int] = field(default_factory=dict)
+    attempts: list[FailedAttempt] = field(default_factory=list)
+    last_raw: str = ""
+    sink: Callable[[StreamEvent], None] | None = None  # a streamed run's events
+    max_tokens: int = 512  # this run's settings (the agent's, or per-run overrides)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    limits: UsageLimits | None = None
+    prepare: PrepareTools | None = None
+    offered: dict[str, Any] = field(default_factory=dict)  # this turn's tools
+    # Set when the run's task is cancelled: its worker thread stops at the next token (and a
+    # batched model frees the turn's row) instead of generating to max_tokens unobserved.
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+
+async def run_steps(
+    agent: Agent[Any], run: RunState, new_from: int, max_steps: int | None
+) -> RunResult[Any]:
+    """Turns until one answers without calls (validated into `output_type` when it has
+    one), each turn's calls run in order; `StepLimitExceeded` after `max_steps` turns."""
+    limit = agent.max_steps if max_steps is None else max_steps
+    for step in range(1, limit + 1):
+        tool_choice = agent._choice(step)
+        agent._tool_manager.prepare(run, run.prepare, step, tool_choice)
+        check_limits(run, calls=0)
+        with tracing.span(f"chat {model_name(agent)}", chat_attributes(agent, run)) as s:
+            out, grammar = await agent._agenerate(run, tool_choice)
+            tracing.annotate(s, usage_attributes(out.usage, out.finish_reason))
+        check_limits(run, calls=0)
+        calls, ids = record_turn(agent, run, out, grammar)
+        if calls:
+            await _run_calls(agent, run, calls, ids, step, grammar.tool_names)
+            continue
+        answer = answer_text(out, agent.resolved_format())
+        adapter = agent._output_adapter
+        if adapter is None:
+            return final_result(agent, run, answer, out, new_from)
+        try:
+            value = adapter.validate_json(answer)
+        except ValidationError as exc:
+            feedback = f"Validation feedback:\n{format_validation_error(exc)}"
+            agent._tool_manager.fail(
+                run, "\x00output", FailedAttempt(None, out.text, feedback, step)
+            )
+            run.messages.append(
+                Message.user(f"{feedback}\nFix the errors and reply again with valid JSON.")
+            )
+            continue
+        return final_result(agent, run, value, out, new_from)
+    raise StepLimitExceeded(
+        f"no final answer after max_steps={limit} model turns",
+        messages=run.messages,
+        raw_output=run.last_raw,
+    )
+
+
+def new_run(
+    agent: Agent[Any],
+    prompt: str | None,
+    history: Iterable[Message | Mapping[str, Any]] | None,
+    deps: Any,
+    options: RunOptions,
+    sink: Callable[[StreamEvent], None] | None,
+) -> tuple[RunState, int]:
+    """A run's state, with its per-run settings over the agent's (checked first), and
+    where its new messages start."""
+    system = agent._assembly.system_text(agent.system_prompt)
+    messages = with_instructions(coerce_messages(history), system)
+    new_from = len(messages)
+    if prompt is not None:
+        messages.append(Message.user(prompt))
+    elif not messages or messages[-1].role == "assistant":
+        raise ValueError("nothing to answer: pass a prompt or a history ending in a user turn")
+    overrides = check_run_settings(options.settings)
+    sampling = agent.sampling
+    if overrides.keys() & {"temperature", "top_p", "seed"}:
+        changes = {k: v for k, v in overrides.items() if k != "max_tokens"}
+        sampling = replace(sampling, **changes)
+        check_sampling(sampling.temperature, sampling.top_p, sampling.seed)
+    if options.limits is not None and not isinstance(options.limits, UsageLimits):
+        raise ConfigError(f"usage_limits={options.limits!r}: expected a UsageLimits")
+    if options.prepare is not None and not callable(options.prepare):
+        raise ConfigError(f"prepare_tools={options.prepare!r}: expected a callable")
+    run = RunState(
+        messages=messages,
+        deps=deps,
+        sink=sink,
+        max_tokens=overrides.get("max_tokens", agent.max_tokens),
+        sampling=sampling,
+        limits=options.limits,
+        prepare=options.prepare,
+        offered=dict(agent.tools),
+    )
+    return run, new_from
+
+
+def model_name(agent: Agent[Any]) -> str:
+    spec = agent._model_spec
+    if isinstance(spec, str):
+        return spec
+    backend = agent._backend if agent._backend is not None else spec
+    return "smollm2" if backend is None else type(backend).__name__
+
+
+def chat_attributes(agent: Agent[Any], run: RunState) -> dict[str, Any]:
+    return {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "sdk",
+        "gen_ai.request.model": model_name(agent),
+        "gen_ai.request.max_tokens": run.max_tokens,
+        "gen_ai.request.temperature": run.sampling.temperature,
+        "gen_ai.request.top_p": run.sampling.top_p,
+        "gen_ai.request.seed": run.sampling.seed,
+    }
+
+
+def plan(
+    agent: Agent[Any], prompt: str | None, history: Iterable[Message | Mapping[str, Any]] | None
+) -> RunResult[str]:
+    """One turn without running its calls: `Agent.plan_sync`."""
+    run, new_from = new_run(agent, prompt, history, None, RunOptions(), None)
+    out, grammar = agent._generate(run, agent._choice(1))
+    calls, ids = record_turn(agent, run, out, grammar)
+    for call, call_id in zip(calls, ids, strict=True):
+        record = ToolCall(name=call.name, args=None, raw=call.raw, id=call_id, step=1)
+        tool = run.offered.get(call.name) if call.name in grammar.tool_names else None
+        if tool is None and call.error is None:
+            record.error = f"tool {call.name!r} was not offered"
+        else:
+            record.args, record.error = checked_args(call, tool)
+        run.tool_calls.append(record)
+    return RunResult(
+        output=out.text,
+        messages=run.messages,
+        tool_calls=run.tool_calls,
+        usage=run.usage,
+        finish_reason=out.finish_reason,
+        raw_output=out.text,
+        _new_from=new_from,
+    )
+
+
+def record_turn(
+    agent: Agent[Any], run: RunState, out: TurnOutput, grammar: TurnGrammar
+) -> tuple[list[ParsedCall], list[str]]:
+    """The turn's calls with their ids; the turn joins the transcript (`run` and
+    `plan_sync` alike)."""
+    calls = agent._assembly.calls(out, grammar, agent.resolved_format())
+    ids = call_ids(run.messages, len(calls))
+    run.messages.append(assistant_message(out, calls, ids))
+    return calls, ids
+
+
+def final_result(
+    agent: Agent[Any], run: RunState, output: Any, out: TurnOutput, new_from: int
+) -> RunResult[Any]:
+    return RunResult(
+        output=output,
+        messages=run.messages,
+        tool_calls=run.tool_calls,
+        usage=run.usage,
+        finish_reason=out.finish_reason,
+        raw_output=out.text,
+        reasoning=split_reasoning(out, agent.resolved_format())[0],
+        _new_from=new_from,
+    )
+
+
+async def _run_calls(
+    agent: Agent[Any],
+    run: RunState,
+    calls: Sequence[ParsedCall],
+    ids: Sequence[str],
+    step: int,
+    offered: Sequence[str],
+) -> None:
+    for call, call_id in zip(calls, ids, strict=True):
+        attrs = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.name,
+            "gen_ai.tool.call.id": call_id,
+            "gen_ai.tool.type": "function",
+        }
+        check_limits(run, calls=1)
+        with tracing.span(f"execute_tool {call.name}", attrs):
+            reply = await agent._tool_manager.call(run, call, call_id, step, offered)
+        run.messages.append(reply)
+        if run.sink is not None:
+            run.sink(ToolResult(step, call_id, call.name, reply.content))
+
+
+def check_limits(run: RunState, *, calls: int) -> None:
+    """Stop the run once it has used what its `UsageLimits` allow (`calls`: a tool call
+    is about to run)."""
+    limits = run.limits
+    if limits is None:
+        return
+    u = run.usage
+    over = None
+    if limits.total_tokens is not None and u.total_tokens > limits.total_tokens:
+        over = f"total_tokens={u.total_tokens} > {limits.total_tokens}"
+    elif limits.output_tokens is not None and u.completion_tokens > limits.output_tokens:
+        over = f"output_tokens={u.completion_tokens} > {limits.output_tokens}"
+    elif calls and limits.tool_calls is not None:
+        ran = sum(c.args is not None for c in run.tool_calls)
+        if ran + calls > limits.tool_calls:
+            over = f"tool_calls: {limits.tool_calls} already ran"
+    if over is not None:
+        raise UsageLimitExceeded(
+            f"usage limit reached: {over}", messages=list(run.messages), raw_output=run.last_raw
+        )
+
+
+def usage_attributes(usage: Usage, finish_reason: str) -> dict[str, Any]:
+    return {
+        "gen_ai.usage.input_tokens": usage.prompt_tokens,
+        "gen_ai.usage.output_tokens": usage.completion_tokens,
+        "gen_ai.response.finish_reasons": [finish_reason],
+        "sdk.forced_tokens": usage.forced_tokens,
+        "sdk.forward_passes": usage.forward_passes,
+        "sdk.mask_time_s": usage.mask_time_s,
+    }
+
+
+def with_instructions(messages: list[Message], instructions: str | None) -> list[Message]:
+    """The conversation's leading system message carries THIS agent's instructions (system
+    prompt, output schema). The part an agent added earlier (recorded in the message's
+    `metadata["instructions"]`) is replaced; a system message the user wrote stays, with the
+    instructions after it."""
+    first = messages[0] if messages and messages[0].role == "system" else None
+    base = first.content if first is not None else ""
+    old = first.metadata.get("instructions") if first is not None else None
+    if isinstance(old, str) and old and base.endswith(old):
+        base = base[: len(base) - len(old)].rstrip("\n")
+    elif not instructions:
+        return messages  # nothing of an agent's to replace or add: the history as it is
+    text = "\n\n".join(part for part in (base, instructions) if part)
+    head = [Message("system", text, metadata={"instructions": instructions})] if text else []
+    return head + messages[1 if first is not None else 0 :]
+
+
+def call_ids(messages: Sequence[Message], n: int) -> list[str]:
+    """`call_<turn>_<i>`, the turn counted over the whole conversation (a continued history
+    included), so ids never repeat within one transcript."""
+    turn = 1 + sum(m.role == "assistant" for m in messages)
+    return [f"call_{turn}_{i}" for i in range(n)]
+
+
+def assistant_message(out: TurnOutput, calls: Sequence[ParsedCall], ids: Sequence[str]) -> Message:
+    """The turn as a history message; `metadata["token_ids"]` keeps the ids the model wrote
+    (local models), for callers that study tokenization."""
+    parts = tuple(
+        ToolCallPart(i, c.name, c.arguments, c.raw) for i, c in zip(ids, calls, strict=True)
+    )
+    meta = {"token_ids": list(out.token_ids)} if out.token_ids else {}
+    return Message("assistant", out.text, parts, metadata=meta)
+
+
+def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    # Already inside an event loop (Jupyter, async frameworks): run in a private one.
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = exc
+
+    th = threading.Thread(target=target, name="sdk-run-sync")
+    th.start()
+    th.join()
+    if "error" in box:
+        raise box["error"]
+    return cast(T, box["value"])
+
+
+async def stream_events(
+    start: Callable[[Callable[[StreamEvent], None]], Coroutine[Any, Any, RunResult[Any]]],
+) -> AsyncIterator[StreamEvent]:
+    """The events a run started by `start(sink)` emits, then its `FinalResult`; leaving the
+    iteration early cancels the run."""
+    loop = asyncio.get_running_loop()
+    events: asyncio.Queue[Any] = asyncio.Queue()
+    done = object()
+
+    def sink(event: StreamEvent) -> None:  # called from the decoding thread too
+        loop.call_soon_threadsafe(events.put_nowait, event)
+
+    task = asyncio.ensure_future(start(sink))
+    task.add_done_callback(lambda _: loop.call_soon_threadsafe(events.put_nowait, done))
+    try:
+        while (event := await events.get()) is not done:
+            yield event
+        yield FinalResult(task.result())
+    finally:
+        task.cancel()
+
+
+def iterate_blocking(events: Callable[[], AsyncIterator[StreamEvent]]) -> Iterator[StreamEvent]:
+    """An async event stream as a generator for synchronous code (the run goes on in a
+    background thread with its own event loop)."""
+    box: queue.Queue[Any] = queue.Queue()
+    end = object()
+
+    async def pump() -> None:
+        try:
+            async for event in events():
+                box.put(event)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box.put(exc)
+        box.put(end)
+
+    thread = threading.Thread(target=asyncio.run, args=(pump(),), daemon=True)
+    thread.start()
+    while (item := box.get()) is not end:
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+    thread.join()
