@@ -24,6 +24,7 @@ import lark
 from sdk.engine import CompiledGrammar, Matcher
 from sdk.errors import SchemaError, SDKError
 from sdk.grammar import compile_schema
+from tests._data import maskbench_files
 
 _PUNCT = ("LBRACE", "RBRACE", "LSQB", "RSQB", "COMMA", "COLON")
 
@@ -189,7 +190,7 @@ def run(files: list[str], timeout: float = 20.0) -> dict[str, Any]:
 
 
 def sample(n: int, seed: int = 0) -> list[str]:
-    files = sorted(glob.glob("/work/shared/maskbench-dev/*.json"))
+    files = [str(p) for p in maskbench_files()]
     if n >= len(files):
         return files
     by_prefix: dict[str, list[str]] = collections.defaultdict(list)

@@ -358,6 +358,22 @@ def test_bfcl_summary_and_tables() -> None:
     assert "no call" in table and "all ok" in table
 
 
+def test_bfcl_data_is_an_argument(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benches name no machine's path: the data folder is `--data` or `$SDK_BFCL_DIR`,
+    and without either (or with a folder that is not the split) they stop with a message."""
+    from sdk.bench.bfcl import QUESTIONS, data_dir
+
+    monkeypatch.delenv("SDK_BFCL_DIR", raising=False)
+    with pytest.raises(SystemExit, match="--data DIR"):
+        data_dir()
+    with pytest.raises(SystemExit, match=f"holds no {QUESTIONS}"):
+        data_dir(tmp_path)
+    (tmp_path / QUESTIONS).write_text("")
+    assert data_dir(str(tmp_path)) == tmp_path
+    monkeypatch.setenv("SDK_BFCL_DIR", str(tmp_path))
+    assert data_dir() == tmp_path
+
+
 def test_bfcl_arguments() -> None:
     from sdk.bench.bfcl import parse_args
 

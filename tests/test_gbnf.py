@@ -14,7 +14,6 @@ two grammars must accept exactly the same texts:
 
 from __future__ import annotations
 
-import glob
 import importlib.util
 import json
 import random
@@ -34,6 +33,7 @@ from sdk.engine.matcher import Matcher
 from sdk.errors import GrammarError, SDKError, TooComplexError
 from sdk.grammar import compile_schema
 from sdk.tools import as_tool, tool
+from tests._data import maskbench_files
 
 HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None
 
@@ -436,7 +436,7 @@ def test_turn_grammar_round_trip(
 
 
 # MaskBench: valid and invalid instances of a deterministic sample of schemas.
-_FILES = sorted(glob.glob("/work/shared/maskbench-dev/*.json"))
+_FILES = [str(p) for p in maskbench_files()]
 
 
 def _maskbench(
@@ -498,7 +498,6 @@ def _maskbench(
     return stats
 
 
-@pytest.mark.skipif(not _FILES, reason="/work/shared/maskbench-dev is not available")
 def test_maskbench_round_trip(smollm2_index: Any) -> None:
     stats = _maskbench(smollm2_index, 40, seed=7)
     assert stats["schemas"] >= 30 and stats["instances"] >= 60
@@ -506,7 +505,6 @@ def test_maskbench_round_trip(smollm2_index: Any) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _FILES, reason="/work/shared/maskbench-dev is not available")
 def test_maskbench_round_trip_large(smollm2_index: Any) -> None:
     # Engine only: Lark's Earley parser takes minutes and gigabytes on some of these grammars
     # (the default-run test above also has Earley judge the small ones).

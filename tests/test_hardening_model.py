@@ -192,7 +192,6 @@ def test_hostile_spans_pydantic_tools(
     assert spans.counts["valid"] > 0 and spans.counts["truncated"] > 0
 
 
-@pytest.mark.skipif(not fz.DEV_FILES, reason="../shared/maskbench-dev not present")
 def test_hostile_spans_dev_tools(
     smollm2_tokenizer: Any, smollm2_index: Any, checked_logits: Counter[str]
 ) -> None:
@@ -313,7 +312,6 @@ def adversarial_walk(
     return bytes(out), "truncated"
 
 
-@pytest.mark.skipif(not fz.DEV_FILES, reason="../shared/maskbench-dev not present")
 def test_adversarial_walks_on_dev_schemas(smollm2_index: Any) -> None:
     stats: Counter[str] = Counter()
     for path in fz.DEV_FILES[::500]:

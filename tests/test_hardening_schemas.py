@@ -159,7 +159,6 @@ def _mutation_run(index: Any, n: int, seed: int, files: list[Any]) -> fz.Tally:
     return tally
 
 
-@pytest.mark.skipif(not fz.DEV_FILES, reason="../shared/maskbench-dev not present")
 def test_mutated_dev_schemas(smollm2_index: Any) -> None:
     before = fz.rss_bytes()
     tally = _mutation_run(smollm2_index, 30, seed=1234, files=SMALL_DEV)
@@ -173,7 +172,6 @@ def test_mutated_dev_schemas(smollm2_index: Any) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not fz.DEV_FILES, reason="../shared/maskbench-dev not present")
 def test_long_fuzz(smollm2_index: Any) -> None:
     """`SDK_FUZZ_EXAMPLES` generated schemas plus as many mutated dev schemas (any size)."""
     before = fz.rss_bytes()

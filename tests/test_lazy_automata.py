@@ -99,8 +99,8 @@ def test_windows_are_exact_and_equal_keys_share_them(pattern: str, data: st.Data
     """A window of depth h is the automaton itself for every string shorter than h; states
     with equal keys see the same thing within the horizon (so their walks may be shared)."""
     lazy, _ = _lazy_and_table(pattern)
-    if not isinstance(lazy, LazyDfa) or lazy.n_states > 3000:
-        return
+    assume(isinstance(lazy, LazyDfa) and lazy.n_states <= 3000)
+    assert isinstance(lazy, LazyDfa)
     depth = 6
     q = data.draw(st.sampled_from(range(1, lazy.n_states)))
     window = lazy.window(q, depth)
@@ -127,8 +127,8 @@ def test_one_state_rows_are_the_vectorised_rows(pattern: str, data: st.DataObjec
     """The parse reads rows one state at a time (`row1`, `acc1`, from per-part tables): every
     byte's target and the acceptance equal the vectorised `rows` and `acc` the walks use."""
     lazy, _ = _lazy_and_table(pattern)
-    if not isinstance(lazy, LazyDfa):
-        return
+    assume(isinstance(lazy, LazyDfa))
+    assert isinstance(lazy, LazyDfa)
     qs = data.draw(st.lists(st.integers(1, lazy.n_states - 1), min_size=1, max_size=20))
     rows, acc = lazy.rows(np.asarray(qs)), lazy.acc(np.asarray(qs))
     for q, row, a in zip(qs, rows.tolist(), acc.tolist(), strict=True):

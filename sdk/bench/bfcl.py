@@ -4,8 +4,8 @@
         [--modes required,auto,unconstrained,xgrammar] [--styles auto,compact,spaced]
         [--model smollm2|PATH.gguf|HF-DIR] [--jsonl OUT.jsonl] [--plot OUT.png] [--json]
 
-The first N questions (from --offset) of each category of the BFCL v4 dev split in
-$SDK_BFCL_DIR (default /work/shared/bfcl-dev):
+The first N questions (from --offset) of each category of the BFCL v4 dev split in the folder
+`--data DIR` names (or `$SDK_BFCL_DIR`; the project's copy is `../shared/bfcl-dev`):
 
 - multiple: several functions offered, one correct call;
 - parallel: one function offered, several calls of it expected in one turn (any order);
@@ -59,7 +59,7 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ValidationError
 
-DATA_DIR = Path(os.environ.get("SDK_BFCL_DIR", "/work/shared/bfcl-dev"))
+DATA_ENV = "SDK_BFCL_DIR"
 QUESTIONS = "BFCL_v4_multiple.jsonl"
 ANSWERS = "BFCL_v4_multiple.answers.jsonl"
 CATEGORIES = ("multiple", "parallel", "irrelevance")
@@ -238,16 +238,34 @@ class Item:
     truth: list[dict[str, Any]]
 
 
-def _load(n: int, offset: int = 0) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+def data_dir(given: str | os.PathLike[str] | None = None) -> Path:
+    """The BFCL data folder: `given` (a bench's `--data`), else `$SDK_BFCL_DIR`. The project
+    names no machine's path: without either, a clear error."""
+    where = given or os.environ.get(DATA_ENV)
+    if not where:
+        raise SystemExit(
+            f"BFCL data: pass --data DIR (the BFCL v4 dev split, e.g. ../shared/bfcl-dev) or set "
+            f"${DATA_ENV}"
+        )
+    path = Path(where)
+    if not (path / QUESTIONS).is_file():
+        raise SystemExit(f"BFCL data: {path} holds no {QUESTIONS}")
+    return path
+
+
+def _load(
+    n: int, offset: int = 0, data: Path | None = None
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """The raw "multiple" (question, answer) pairs (also used by `sdk.bench.e2e`)."""
-    qs = [json.loads(line) for line in (DATA_DIR / QUESTIONS).open()][offset : offset + n]
-    answers = {a["id"]: a for a in (json.loads(line) for line in (DATA_DIR / ANSWERS).open())}
+    base = data or data_dir()
+    qs = [json.loads(line) for line in (base / QUESTIONS).open()][offset : offset + n]
+    answers = {a["id"]: a for a in (json.loads(line) for line in (base / ANSWERS).open())}
     return [(q, answers[q["id"]]) for q in qs]
 
 
-def load(category: str, n: int, offset: int = 0, data_dir: Path | None = None) -> list[Item]:
+def load(category: str, n: int, offset: int = 0, data: Path | None = None) -> list[Item]:
     """The first `n` questions of `category` from `offset`, with their ground truth."""
-    base = (data_dir or DATA_DIR) / f"BFCL_v4_{category}"
+    base = (data or data_dir()) / f"BFCL_v4_{category}"
     with open(f"{base}.jsonl", encoding="utf-8") as f:
         qs = [json.loads(line) for line in f][offset : offset + n]
     answers: dict[str, Any] = {}
@@ -491,7 +509,7 @@ class Runner:
         return score(out, item, calls)
 
     def _prompt_key(self, item: Item, style: str) -> Any:
-        from sdk.backends.transformers import render_prompt
+        from sdk.backends.chat_template import render_prompt
 
         request = self._request(item, style)
         render = getattr(self.backend, "render", None)
@@ -686,6 +704,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--data", help=f"the BFCL v4 dev split's folder (default ${DATA_ENV})")
     parser.add_argument("--n", type=int, default=50, help="questions per category (default 50)")
     parser.add_argument("--offset", type=int, default=0, help="skip this many questions first")
     parser.add_argument("--categories", default=",".join(CATEGORIES), help="comma-separated")
@@ -724,6 +743,7 @@ def _code(o: Outcome) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    data = data_dir(args.data)  # before the model loads: a missing folder fails at once
     from sdk.backends.transformers import TransformersModel
 
     t0 = time.perf_counter()
@@ -743,7 +763,7 @@ def main(argv: list[str] | None = None) -> int:
     log = open(args.jsonl, "w", encoding="utf-8") if args.jsonl else None  # noqa: SIM115
     try:
         for category in args.categories:
-            items = load(category, args.n, args.offset)
+            items = load(category, args.n, args.offset, data)
             first = first or (items[0] if items else None)
             for i, item in enumerate(items):
                 outs = runner.run_item(item, modes, args.styles)

@@ -125,6 +125,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--data", help="the BFCL v4 dev split's folder (default $SDK_BFCL_DIR)")
     parser.add_argument("--n", type=int, default=20, help="first N BFCL questions (default 20)")
     parser.add_argument("--offset", type=int, default=0)
     parser.add_argument("--model", default="smollm2", help="smollm2, gemma3, .gguf or HF dir")
@@ -144,7 +145,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     from sdk.engine.matcher import Matcher
     from sdk.messages import Message
 
-    from .bfcl import RawTool, _load
+    from .bfcl import RawTool, _load, data_dir
 
     t0 = time.perf_counter()
     backend = TransformersModel.from_pretrained(args.model)
@@ -160,7 +161,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
 
     rows: list[Row] = []
     log = open(args.jsonl, "w") if args.jsonl else None  # noqa: SIM115 - closed below
-    data = _load(args.n, args.offset)
+    data = _load(args.n, args.offset, data_dir(args.data))
     # One warm-up question per mode so model and library warm-up is not billed to the first.
     for k, (q, _a) in enumerate([data[0], *data]):
         tools = {t.name: t for t in (RawTool.from_bfcl(f) for f in q["function"])}
