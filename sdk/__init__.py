@@ -15,15 +15,17 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from sdk.errors import ConfigError, SDKError
-from sdk.tools import ModelRetry, RunContext, Tool, ToolDefinitionError, tool
+from sdk.errors import ConfigError, ModelRetry, SDKError, ToolDefinitionError
+from sdk.tools import RunContext, Tool, tool
 
 if TYPE_CHECKING:
     from sdk._settings import UsageLimits
     from sdk.agent import Agent
-    from sdk.backends.openai import OpenAIChatModel, RemoteModelError, RemoteTimeoutError
+    from sdk.backends.openai import OpenAIChatModel
     from sdk.errors import (
         AgentRunError,
+        RemoteModelError,
+        RemoteTimeoutError,
         RetriesExhausted,
         StepLimitExceeded,
         ToolExecutionError,
@@ -69,8 +71,8 @@ logging.getLogger("sdk").addHandler(logging.NullHandler())
 _LAZY = {
     "Agent": "sdk.agent",
     "OpenAIChatModel": "sdk.backends.openai",
-    "RemoteModelError": "sdk.backends.openai",
-    "RemoteTimeoutError": "sdk.backends.openai",
+    "RemoteModelError": "sdk.errors",
+    "RemoteTimeoutError": "sdk.errors",
     "RunResult": "sdk.result",
     "ToolCall": "sdk.result",
     "Usage": "sdk.result",

@@ -174,3 +174,48 @@ class ToolExecutionError(AgentRunError):
     def __init__(self, tool_name: str, message: str, **kwargs: Any) -> None:
         self.tool_name = tool_name
         super().__init__(message, **kwargs)
+
+
+# ------------------------------------------------------------------ raised where they happen
+# (each is re-exported by the module that raises it, where it was defined before)
+
+
+class ModelRetry(Exception):
+    """Raised by a tool to send `message` back to the model and ask it to call again.
+
+    For failures the model can fix (an unknown city, a date in the past) where a plain
+    exception would end the run.
+    """
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)
+
+
+class ModelLoadError(SDKError):
+    """An embedded or local model could not be found, converted or loaded."""
+
+
+class RemoteModelError(AgentRunError):
+    """The server failed: an HTTP error status, an unreadable reply, or a transport error
+    after `max_retries` retries. `status_code` and `body` hold the last HTTP reply, if any."""
+
+    def __init__(
+        self, message: str, *, status_code: int | None = None, body: str | None = None
+    ) -> None:
+        self.status_code = status_code
+        self.body = body
+        super().__init__(message)
+
+
+class RemoteTimeoutError(RemoteModelError):
+    """The server did not answer within `timeout` seconds, `max_retries + 1` times."""
+
+
+class MCPToolError(Exception):
+    """The server reported that a tool call failed (`isError`); the text goes back to the
+    model like any tool exception (`Agent(tool_errors=...)`)."""
+
+
+class TurnCancelled(Exception):
+    """The turn's run was cancelled (raised in its worker thread, where nobody awaits it)."""

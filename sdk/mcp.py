@@ -22,16 +22,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from sdk.errors import MCPToolError
 from sdk.tools import TOOL_NAME_RE, Tool, ToolDefinitionError
 
 __all__ = ["MCPToolError", "MCPToolset", "mcp_tools"]
 
 _log = logging.getLogger("sdk.mcp")
-
-
-class MCPToolError(Exception):
-    """The server reported that a tool call failed (`isError`); the text goes back to the
-    model like any tool exception (`Agent(tool_errors=...)`)."""
 
 
 def _field(obj: Any, *names: str) -> Any:

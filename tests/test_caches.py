@@ -100,7 +100,7 @@ def test_a_full_table_drops_its_oldest_entries_not_all(restore_budget: None) -> 
     """Over its cap a table keeps its newest half; over the budget the largest table drops
     its oldest entries until the total fits with room to spare. Emptying a whole table made
     every entry still in use (a string body's walk) recomputed after each overflow."""
-    from sdk._cache import BoundedCache
+    from sdk.engine._cache import BoundedCache
 
     caches.clear()
     table: BoundedCache[int, int] = BoundedCache("test table", 10 << 20)

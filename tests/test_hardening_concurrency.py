@@ -18,10 +18,10 @@ import numpy as np
 import torch
 
 from sdk import Agent, tool
-from sdk._cache import BoundedCache
 from sdk.backends.test import TestModel, ToolCallScript
 from sdk.decoding.turn_grammar import build_turn_grammar
 from sdk.engine import CompiledGrammar, Matcher, caches
+from sdk.engine._cache import BoundedCache
 from sdk.engine.batch import allocate_token_bitmask, apply_token_bitmask, fill_next_token_bitmask
 from sdk.grammar import compile_schema
 from sdk.tools import as_tool

@@ -11,7 +11,7 @@ from lark import Token
 from lark.exceptions import GrammarError
 from lark.load_grammar import _literal_to_pattern, eval_escaping
 
-from sdk._lark_literals import literal_pattern, unescape_literal
+from sdk.engine._lark_literals import literal_pattern, unescape_literal
 
 # Every character that means something to either reading, and a few that do not.
 _ALPHABET = st.sampled_from(list("\\\\\\\"'Uuxnftrvab01789AfFN{}/ é\n\r\x00."))

@@ -781,7 +781,7 @@ def test_tool_is_frozen() -> None:
 
 
 def test_docstring_parser_edge_cases() -> None:
-    from sdk._docstrings import parse_docstring
+    from sdk.tools._docstrings import parse_docstring
 
     assert parse_docstring(":param int x: The x.\n:param y: The y.").params == {
         "x": "The x.",

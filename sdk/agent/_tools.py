@@ -28,6 +28,7 @@ from sdk.tools import (
     RunContext,
     Tool,
     ToolDefinitionError,
+    ToolLike,
     as_tool,
     not_runnable_message,
 )
@@ -87,21 +88,15 @@ def result_text(value: Any) -> str:
         return repr(value)
 
 
-def is_tool_like(obj: Any) -> bool:
-    return isinstance(obj, Tool) or all(
-        hasattr(obj, a) for a in ("name", "json_schema", "validate_args", "to_openai", "call")
-    )
-
-
-def normalize_tools(tools: Iterable[Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def normalize_tools(tools: Iterable[Any]) -> dict[str, ToolLike]:
+    out: dict[str, ToolLike] = {}
     for item in tools:
-        # Duck-typed tool objects (e.g. raw-schema adapters) pass as they are; OpenAI function
-        # dicts become declared schema tools.
+        # Tools of your own (`ToolLike`: raw-schema adapters) pass as they are; OpenAI function
+        # dicts become declared schema tools; functions and models become `Tool`s.
         if isinstance(item, Mapping):
-            t: Any = Tool.from_openai(item)
+            t: ToolLike = Tool.from_openai(item)
         else:
-            t = item if is_tool_like(item) else as_tool(item)
+            t = item if isinstance(item, ToolLike) else as_tool(item)
         if t.name in out:
             raise ToolDefinitionError(f"duplicate tool name {t.name!r}", function=t.name)
         out[t.name] = t

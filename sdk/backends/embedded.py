@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sdk.engine.tokenizer import default_cache_dir
-from sdk.errors import SDKError, TokenizerError
+from sdk.errors import ModelLoadError, TokenizerError
 
 if TYPE_CHECKING:
     import torch
@@ -49,10 +49,6 @@ GEMMA3_FILE = "gemma-3-270m-q4_k_m.gguf"
 _LOCK = threading.RLock()
 _TOKENIZERS: dict[str, PreTrainedTokenizerBase] = {}
 _GEMMA_PATH: Path | None = None
-
-
-class ModelLoadError(SDKError):
-    """An embedded or local model could not be found, converted or loaded."""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from sdk.decoding.formats import ParsedCall, format_traits
 from sdk.decoding.generate import SamplingConfig, TurnOutput, TurnRequest
-from sdk.errors import AgentRunError, UnexpectedModelBehavior
+from sdk.errors import RemoteModelError, RemoteTimeoutError, UnexpectedModelBehavior
 from sdk.result import Usage
 
 if TYPE_CHECKING:
@@ -61,22 +61,6 @@ _CONSTRAINTS: tuple[str, ...] = get_args(Constraint)
 _GRAMMAR_MODES = ("gbnf", "lark")
 _DEFAULT_FIELD = {"gbnf": "grammar", "lark": "structured_outputs.grammar"}
 _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
-
-
-class RemoteModelError(AgentRunError):
-    """The server failed: an HTTP error status, an unreadable reply, or a transport error
-    after `max_retries` retries. `status_code` and `body` hold the last HTTP reply, if any."""
-
-    def __init__(
-        self, message: str, *, status_code: int | None = None, body: str | None = None
-    ) -> None:
-        self.status_code = status_code
-        self.body = body
-        super().__init__(message)
-
-
-class RemoteTimeoutError(RemoteModelError):
-    """The server did not answer within `timeout` seconds, `max_retries + 1` times."""
 
 
 class _RetryableStatus(Exception):

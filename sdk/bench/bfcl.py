@@ -110,7 +110,7 @@ class RawTool:
 
     @classmethod
     def from_bfcl(cls, fn: Mapping[str, Any]) -> RawTool:
-        from sdk._schema_args import schema_args_model
+        from sdk.tools.schema_args import schema_args_model
 
         schema = bfcl_schema(fn.get("parameters") or {"type": "object", "properties": {}})
         args = schema_args_model(re.sub(r"\W", "_", fn["name"]), schema)
@@ -127,7 +127,7 @@ class RawTool:
         }
 
     def validate_args(self, data: Any) -> BaseModel:
-        from sdk._schema_args import validate_schema_args
+        from sdk.tools.schema_args import validate_schema_args
 
         return validate_schema_args(self._args, data)
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from sdk.decoding._alignment import give_back_extendable
 from sdk.decoding._gate import PROBE, CallGate, GateRun
 from sdk.decoding.formats import HERMES, ParsedCall, ToolCallFormat
-from sdk.errors import MatcherError, UnexpectedModelBehavior
+from sdk.errors import MatcherError, TurnCancelled, UnexpectedModelBehavior
 from sdk.result import Usage
 
 if TYPE_CHECKING:
@@ -42,10 +42,6 @@ __all__ = [
     "TurnRequest",
     "generate_turn",
 ]
-
-
-class TurnCancelled(Exception):
-    """The turn's run was cancelled (raised in its worker thread, where nobody awaits it)."""
 
 
 @dataclass(frozen=True)

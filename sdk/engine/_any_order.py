@@ -28,8 +28,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._cache import BoundedCache
 from ..errors import GrammarError
+from ._cache import BoundedCache
 from ._positions import Position
 
 #: The line the schema compiler writes for each such object (Lark reads it as a comment).

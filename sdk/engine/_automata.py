@@ -15,9 +15,9 @@ from typing import cast
 
 import numpy as np
 
-from .._cache import BoundedCache
 from ..errors import TooComplexError
 from . import _regex as rx
+from ._cache import BoundedCache
 from ._dfa import COMPACT_MIN_STATES, IDENTITY, Dfa, byte_classes, empty_dfa
 from ._lazy import (
     LazyDfa,

@@ -15,8 +15,8 @@ from functools import cached_property
 
 import numpy as np
 
-from .._cache import BoundedCache
 from . import _trie
+from ._cache import BoundedCache
 
 _serial = itertools.count(1)
 

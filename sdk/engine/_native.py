@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from sdk._paths import default_cache_dir
+from sdk.engine._paths import default_cache_dir
 from sdk.errors import ConfigError
 
 __all__ = ["kernel", "load", "mode"]

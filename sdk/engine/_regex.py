@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-from .._cache import BoundedCache
 from .._regex_ast import (
     EMPTY,
     MAX_CODEPOINT,
@@ -21,6 +20,7 @@ from .._regex_ast import (
     normalize,
 )
 from ..errors import RegexError
+from ._cache import BoundedCache
 
 __all__ = [
     "EMPTY",

@@ -15,7 +15,7 @@ from array import array
 from collections.abc import Callable, Mapping
 from typing import Protocol, TypeVar
 
-from .._cache import BoundedCache
+from ._cache import BoundedCache
 
 S = TypeVar("S")
 

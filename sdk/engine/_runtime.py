@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from .._cache import BoundedCache
 from ..errors import TooComplexError
 from . import _vocab
+from ._cache import BoundedCache
 from ._dfa import Dfa
 from ._lazy import LazyDfa
 from ._vocab import Vocab

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from .._cache import BoundedCache
 from . import _automata as au
 from . import _trie
+from ._cache import BoundedCache
 from ._lazy import LazyDfa
 
 

@@ -9,7 +9,7 @@ wants cold timings calls `clear()`.
 
 from __future__ import annotations
 
-from sdk._cache import budget, clear_all, set_budget, usage
+from sdk.engine._cache import budget, clear_all, set_budget, usage
 
 __all__ = ["budget", "clear", "set_budget", "usage"]
 

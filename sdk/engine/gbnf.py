@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sdk._ast_lock import AST_LOCK
-from sdk._lark_literals import literal_pattern
 from sdk._regex_ast import MAX_CODEPOINT
+from sdk.engine._lark_literals import literal_pattern
 from sdk.errors import GrammarError, SDKError, TooComplexError
 
 if TYPE_CHECKING:

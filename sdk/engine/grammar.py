@@ -28,13 +28,13 @@ from lark.lexer import PatternRE, PatternStr
 from lark.load_grammar import GrammarBuilder, _parse_grammar
 
 from sdk._ast_lock import AST_LOCK
-from sdk._lark_literals import literal_pattern
+from sdk.engine._lark_literals import literal_pattern
 
-from .._cache import BoundedCache
 from ..errors import GrammarError, RegexError, SDKError, TooComplexError
 from . import _any_order, _rule_shapes
 from . import _automata as au
 from . import _regex as rx
+from ._cache import BoundedCache
 from ._gc_pause import gc_paused
 from ._lark_lines import parse_line
 from ._positions import Position

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from sdk._paths import default_cache_dir
+from sdk.engine._paths import default_cache_dir
 from sdk.errors import SDKError, TokenizerError
 
 if TYPE_CHECKING:

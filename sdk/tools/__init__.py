@@ -18,12 +18,13 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar, cast, overload
+from typing import Any, Generic, Literal, Protocol, TypeVar, cast, overload, runtime_checkable
 
 from pydantic import BaseModel
 
-from sdk._docstrings import parse_docstring
-from sdk._reflect import (
+from sdk.errors import ModelRetry, ToolDefinitionError
+from sdk.tools._docstrings import parse_docstring
+from sdk.tools._reflect import (
     Binding,
     definition_error,
     display_name,
@@ -31,13 +32,13 @@ from sdk._reflect import (
     reflect,
     schema_parameter,
 )
-from sdk.errors import ToolDefinitionError
 
 __all__ = [
     "ModelRetry",
     "RunContext",
     "Tool",
     "ToolDefinitionError",
+    "ToolLike",
     "as_tool",
     "tool",
     "tools_by_name",
@@ -49,18 +50,6 @@ DepsT = TypeVar("DepsT")
 
 TOOL_NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 """Tool names as the OpenAI-style function-calling format allows them (matched in full)."""
-
-
-class ModelRetry(Exception):
-    """Raised by a tool to send `message` back to the model and ask it to call again.
-
-    For failures the model can fix (an unknown city, a date in the past) where a plain
-    exception would end the run.
-    """
-
-    def __init__(self, message: str) -> None:
-        self.message = message
-        super().__init__(message)
 
 
 @dataclass
@@ -144,6 +133,26 @@ def _caller_locals() -> dict[str, Any] | None:
     return None if frame.f_locals is frame.f_globals else dict(frame.f_locals)
 
 
+@runtime_checkable
+class ToolLike(Protocol):
+    """What the agent needs of a tool. `Tool` has it; an adapter of your own (a tool over a
+    raw JSON Schema, a remote tool) passes as it is when it has these too. Optional:
+    `is_async` with `acall(args, ctx)`, and `grammar_schema` (the schema the grammar is
+    compiled from, when it differs from `json_schema`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def json_schema(self) -> dict[str, Any]: ...
+
+    def validate_args(self, data: Any) -> Any: ...
+
+    def to_openai(self) -> dict[str, Any]: ...
+
+    def call(self, args: Any, ctx: RunContext[Any]) -> Any: ...
+
+
 @dataclass(frozen=True, eq=False)
 class Tool:
     """A callable the model can invoke: its name, description, arguments model and schema.
@@ -195,7 +204,7 @@ class Tool:
         a JSON object and validation enforces the schema (for schemas you do not control,
         such as an MCP server's: one odd tool must not stop the others).
         """
-        from sdk._schema_args import schema_args_model
+        from sdk.tools.schema_args import schema_args_model
 
         tool_name = _check_name(name, repr(name))
         schema = _object_schema(parameters, tool_name)
@@ -355,7 +364,7 @@ class Tool:
         Raises `pydantic.ValidationError`, whose message is fit to show the model on retry.
         """
         if self._kwargs:
-            from sdk._schema_args import SchemaArgs, validate_schema_args
+            from sdk.tools.schema_args import SchemaArgs, validate_schema_args
 
             return validate_schema_args(cast(type[SchemaArgs], self.args_model), data)
         if isinstance(data, str | bytes | bytearray):

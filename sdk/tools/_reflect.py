@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.errors import PydanticUserError
 from pydantic.fields import FieldInfo
 
-from sdk._docstrings import ParsedDocstring, parse_docstring
 from sdk.errors import ToolDefinitionError
+from sdk.tools._docstrings import ParsedDocstring, parse_docstring
 
 _BASEMODEL_NAMES = frozenset(dir(BaseModel))
 
