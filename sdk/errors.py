@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sdk.messages import Message
+    from sdk.result import ToolCall, Usage
 
 
 class SDKError(Exception):
@@ -106,7 +107,11 @@ class FailedAttempt:
 
 
 class AgentRunError(SDKError):
-    """Base of run-time agent failures: `messages` is the transcript up to the failure."""
+    """Base of run-time agent failures: `messages` is the transcript up to the failure.
+
+    Raised out of a run, it also carries what the run did: `tool_calls` (every call, with its
+    arguments, result or error) and `usage` (tokens, steps, retries; None outside a run).
+    """
 
     def __init__(
         self,
@@ -117,6 +122,8 @@ class AgentRunError(SDKError):
     ) -> None:
         self.messages: list[Message] = list(messages or [])
         self.raw_output = raw_output
+        self.tool_calls: list[ToolCall] = []
+        self.usage: Usage | None = None
         super().__init__(message)
 
 

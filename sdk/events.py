@@ -75,8 +75,9 @@ class CallValidated:
 
 @dataclass(frozen=True)
 class Retry:
-    """A call (`call`; None for a typed final answer) did not parse or validate, or its tool
-    raised `ModelRetry`: `error` is the feedback the model gets before it tries again."""
+    """A call (`call`; None for a typed final answer or a reply cut by `max_tokens`) did not
+    parse or validate, or its tool raised `ModelRetry`, or `max_tokens` cut a value: `error` is
+    the feedback the model gets before it tries again."""
 
     step: int
     call: ToolCall | None

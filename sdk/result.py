@@ -54,7 +54,9 @@ class Usage:
     cached_prompt_tokens: int = 0
     retries: int = 0
     steps: int = 0
-    repeated_calls: int = 0  # calls cut away for repeating an earlier call of their turn
+    # calls that repeated an earlier one: cut away within a turn, or answered from the
+    # earlier result in a later turn (not run again)
+    repeated_calls: int = 0
     cut_calls: int = 0  # calls max_tokens cut (the complete calls before them were kept)
     mask_time_s: float = 0.0
     generation_time_s: float = 0.0

@@ -44,6 +44,18 @@ def smollm2_tokenizer() -> PreTrainedTokenizerBase:
     return load_tokenizer("smollm2")
 
 
+@pytest.fixture()
+def model(smollm2_tokenizer: PreTrainedTokenizerBase):  # noqa: ANN201
+    """`model(reply, ...)`: a scripted `TestModel` on the real SmolLM2 tokenizer, one reply
+    per turn (text, `ToolCallScript`s), driven through the real grammar."""
+    from sdk.backends.test import TestModel
+
+    def make(*script: object) -> TestModel:
+        return TestModel(list(script), tokenizer=smollm2_tokenizer)
+
+    return make
+
+
 @pytest.fixture(scope="session")
 def smollm2_index(smollm2_tokenizer: PreTrainedTokenizerBase) -> TokenizerIndex:
     from sdk.engine.tokenizer import TokenizerIndex

@@ -53,8 +53,8 @@ def get_weather(city: str) -> str:
 def test_cut_typed_output_raises_truncation(
     smollm2_tokenizer: Any, output_type: Any, script: str, max_tokens: int
 ) -> None:
-    agent = Agent(
-        TestModel([script], tokenizer=smollm2_tokenizer),
+    agent = Agent(  # cut on every attempt: the retries run out, then TruncationError
+        TestModel([script] * 4, tokenizer=smollm2_tokenizer),
         output_type=output_type,
         max_tokens=max_tokens,
     )
@@ -71,7 +71,10 @@ def test_cut_model_output_and_uncut_values(smollm2_tokenizer: Any) -> None:
     text = '{"x": 1, "y": 23456}'
     with pytest.raises(TruncationError):
         Agent(
-            TestModel([text], tokenizer=smollm2_tokenizer), output_type=Point, max_tokens=8
+            TestModel([text], tokenizer=smollm2_tokenizer),
+            output_type=Point,
+            max_tokens=8,
+            retries=0,
         ).run_sync("x")
     # The same values with room to finish: the model (EOS) or the grammar ended them.
     assert (

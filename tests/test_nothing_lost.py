@@ -99,13 +99,15 @@ CASES: dict[str, tuple[type[AgentRunError], Callable[[Any], Agent[Any]], str]] =
     ),
     "truncation_in_call": (
         TruncationError,
-        lambda tok: Agent(TestModel([_call(123456789)], tokenizer=tok), tools=[add], max_tokens=8),
+        lambda tok: Agent(
+            TestModel([_call(123456789)], tokenizer=tok), tools=[add], max_tokens=8, retries=0
+        ),
         "<tool_call>",
     ),
     "truncation_in_output": (
         TruncationError,
         lambda tok: Agent(
-            TestModel(['{"n":123456789}'], tokenizer=tok), output_type=Out, max_tokens=3
+            TestModel(['{"n":123456789}'], tokenizer=tok), output_type=Out, max_tokens=3, retries=0
         ),
         '{"n',
     ),

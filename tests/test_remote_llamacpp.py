@@ -247,7 +247,7 @@ def test_model_retry_goes_back_to_the_model(server: str, smollm2_index: Any) -> 
     agent = Agent(
         OpenAIChatModel(server, constraint="gbnf"),
         tools=[lookup_city],
-        tool_choice=["required", "required", "none"],
+        tool_choice=["required", "none"],  # the retry keeps "required"
         parallel_tool_calls=False,
         max_tokens=48,
     )

@@ -344,13 +344,13 @@ def test_hermes_text_from_a_server_without_a_tool_parser() -> None:
 def test_length_inside_a_call_or_output_is_truncation() -> None:
     srv = Server(reply(tool_calls=[("add", '{"a": 1')], finish="length"))
     with pytest.raises(TruncationError, match="tool call"):
-        Agent(srv.model(), tools=[add]).run_sync("?")
+        Agent(srv.model(), tools=[add], retries=0).run_sync("?")
     srv = Server(reply('{"name": "Par', finish="length"))
     with pytest.raises(TruncationError, match="structured output"):
-        Agent(srv.model(), output_type=City).run_sync("?")
+        Agent(srv.model(), output_type=City, retries=0).run_sync("?")
     srv = Server(reply("<tool_call>\n{", finish="length"))
     with pytest.raises(TruncationError):
-        Agent(srv.model(constraint="gbnf"), tools=[add]).run_sync("?")
+        Agent(srv.model(constraint="gbnf"), tools=[add], retries=0).run_sync("?")
     # Free text cut short is an answer, as with local generation.
     srv = Server(reply("Once upon a", finish="length"))
     result = Agent(srv.model(), tools=[add]).run_sync("?")

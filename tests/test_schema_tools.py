@@ -247,7 +247,7 @@ def test_the_sdk_logger_reports_compiles_turns_calls_and_retries(
 def test_per_run_settings_override_the_agents(smollm2_tokenizer: Any) -> None:
     from sdk import TruncationError
 
-    agent = Agent(_model(smollm2_tokenizer, "12345", "12345"), output_type=int)
+    agent = Agent(_model(smollm2_tokenizer, "12345", "12345"), output_type=int, retries=0)
     with pytest.raises(TruncationError, match="max_tokens=2"):
         agent.run_sync("x", settings={"max_tokens": 2})
     assert agent.run_sync("x").output == 12345  # the agent's own setting again

@@ -169,6 +169,8 @@ def test_async_stream_and_errors(smollm2_tokenizer: Any) -> None:
 
     events = asyncio.run(collect())
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "hello there"
-    cut = Agent(TestModel(["12345"], tokenizer=smollm2_tokenizer), output_type=int, max_tokens=2)
+    cut = Agent(
+        TestModel(["12345"], tokenizer=smollm2_tokenizer), output_type=int, max_tokens=2, retries=0
+    )
     with pytest.raises(TruncationError):
         list(cut.run_stream_sync("x"))

@@ -61,7 +61,9 @@ def test_run_turn_and_tool_spans(exporter: InMemorySpanExporter, smollm2_tokeniz
 def test_failures_are_recorded_and_off_means_no_spans(
     exporter: InMemorySpanExporter, smollm2_tokenizer: Any
 ) -> None:
-    cut = Agent(TestModel(["12345"], tokenizer=smollm2_tokenizer), output_type=int, max_tokens=2)
+    cut = Agent(
+        TestModel(["12345"], tokenizer=smollm2_tokenizer), output_type=int, max_tokens=2, retries=0
+    )
     with pytest.raises(Exception, match="max_tokens"):
         cut.run_sync("x")
     [run] = [s for s in exporter.get_finished_spans() if s.name == "invoke_agent"]

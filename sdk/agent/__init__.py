@@ -20,9 +20,6 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Generic, Literal, TypeVar, cast, overload
 
-from pydantic import TypeAdapter
-
-from sdk import tracing
 from sdk._settings import (
     UsageLimits,
     check_int,
@@ -35,18 +32,19 @@ from sdk.agent._config import (
     call_style_of,
     check_call_bias,
     check_call_format,
+    check_text,
+    output_adapter,
     tool_choices,
 )
 from sdk.agent._run import (
     RunOptions,
     RunState,
+    execute,
     iterate_blocking,
     new_run,
     plan,
     run_blocking,
-    run_steps,
     stream_events,
-    usage_attributes,
 )
 from sdk.agent._tools import PrepareTools, ToolErrors, ToolManager, normalize_tools
 from sdk.agent._turn import TurnAssembly
@@ -56,6 +54,7 @@ from sdk.backends import (
     TurnBackend,
     TurnSettings,
     as_turn_backend,
+    check_model_spec,
     in_decode_thread,
     resolve_backend,
 )
@@ -229,6 +228,7 @@ class Agent(Generic[OutputT]):
         token_healing: bool = True,
         drop_repeated_calls: bool = True,
     ) -> None:
+        check_model_spec(model)
         self._model_spec = model
         self._backend: ModelBackend | RemoteBackend | None = None
         self._turn_backend: TurnBackend | None = None
@@ -241,12 +241,8 @@ class Agent(Generic[OutputT]):
         check_sampling(temperature, top_p, seed)
         self.tool_choice = tool_choice
         self.output_type = output_type
-        self._output_adapter: TypeAdapter[Any] | None = None
-        output_schema: dict[str, Any] | None = None
-        if output_type is not None and output_type is not str:
-            self._output_adapter = TypeAdapter(output_type)
-            output_schema = self._output_adapter.json_schema()
-        self.system_prompt = system_prompt
+        self._output_adapter, output_schema = output_adapter(output_type)
+        self.system_prompt = check_text("system_prompt", system_prompt)
         self.max_tokens = max_tokens
         self.max_steps = max_steps
         self.retries = retries
@@ -371,11 +367,7 @@ class Agent(Generic[OutputT]):
         sink: Callable[[StreamEvent], None] | None,
     ) -> RunResult[OutputT]:
         run, new_from = new_run(self, prompt, history, deps, options, sink)
-        attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "sdk.Agent"}
-        with tracing.span("invoke_agent", attrs) as s:
-            result = await run_steps(self, run, new_from, options.max_steps)
-            tracing.annotate(s, usage_attributes(result.usage, result.finish_reason))
-            return cast(RunResult[OutputT], result)
+        return cast(RunResult[OutputT], await execute(self, run, new_from, options.max_steps))
 
     async def run(
         self,

@@ -7,6 +7,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+from pydantic import TypeAdapter
+
 from sdk._settings import check_tool_choice
 from sdk.decoding.call_style import CallStyle, as_call_style
 from sdk.decoding.formats import ToolCallFormat, get_format
@@ -66,6 +68,27 @@ def call_style_of(call_style: CallStyleSpec, call_format: ToolCallFormat | str) 
             "with_style(); lay its calls out in the format itself"
         )
     return style
+
+
+def output_adapter(output_type: Any) -> tuple[TypeAdapter[Any] | None, dict[str, Any] | None]:
+    """The validator and JSON Schema of a typed final reply (None, None for `str`)."""
+    if output_type is None or output_type is str:
+        return None, None
+    try:
+        adapter: TypeAdapter[Any] = TypeAdapter(output_type)
+        return adapter, adapter.json_schema()
+    except Exception as exc:  # PydanticSchemaGenerationError, TypeError, ...
+        raise ConfigError(
+            f"output_type={output_type!r}: not a type Pydantic can validate and describe "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+        ) from exc
+
+
+def check_text(name: str, value: Any) -> str | None:
+    """A text argument (`system_prompt`, a run's prompt): a str or None."""
+    if value is not None and not isinstance(value, str):
+        raise ConfigError(f"{name}={value!r}: expected a str or None")
+    return value
 
 
 def check_call_bias(bias: Any) -> float | Literal["auto"] | None:

@@ -8,6 +8,7 @@ limits, and run a coroutine from synchronous code or as a stream of events.
 from __future__ import annotations
 
 import asyncio
+import logging
 import queue
 import threading
 from collections.abc import (
@@ -29,8 +30,15 @@ from sdk._settings import UsageLimits, check_run_settings, check_sampling
 from sdk.agent._tools import PrepareTools, checked_args, format_validation_error
 from sdk.agent._turn import answer_text, split_reasoning
 from sdk.decoding.generate import SamplingConfig, TurnOutput
-from sdk.errors import ConfigError, FailedAttempt, StepLimitExceeded, UsageLimitExceeded
-from sdk.events import FinalResult, StreamEvent, ToolResult
+from sdk.errors import (
+    AgentRunError,
+    ConfigError,
+    FailedAttempt,
+    StepLimitExceeded,
+    TruncationError,
+    UsageLimitExceeded,
+)
+from sdk.events import FinalResult, Retry, StreamEvent, ToolResult
 from sdk.messages import Message, ToolCallPart, coerce_messages
 from sdk.result import RunResult, ToolCall, Usage
 
@@ -40,6 +48,7 @@ if TYPE_CHECKING:
     from sdk.decoding.turn_grammar import TurnGrammar
 
 T = TypeVar("T")
+_log = logging.getLogger("sdk.agent")
 
 
 @dataclass(frozen=True)
@@ -69,28 +78,67 @@ class RunState:
     limits: UsageLimits | None = None
     prepare: PrepareTools | None = None
     offered: dict[str, Any] = field(default_factory=dict)  # this turn's tools
+    # Every call that ran, by name and canonical arguments: a repeat gets its result again.
+    results: dict[str, Any] = field(default_factory=dict)
+    repeats: int = 0  # calls of the current turn answered from `results`
     # Set when the run's task is cancelled: its worker thread stops at the next token (and a
     # batched model frees the turn's row) instead of generating to max_tokens unobserved.
     cancel: threading.Event = field(default_factory=threading.Event)
+
+
+async def execute(
+    agent: Agent[Any], run: RunState, new_from: int, max_steps: int | None
+) -> RunResult[Any]:
+    """The run in its tracing span; a failure takes what the run did along."""
+    attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "sdk.Agent"}
+    with tracing.span("invoke_agent", attrs) as s:
+        try:
+            result = await run_steps(agent, run, new_from, max_steps)
+        except AgentRunError as exc:
+            exc.tool_calls = exc.tool_calls or list(run.tool_calls)
+            exc.usage = exc.usage or run.usage
+            raise
+        tracing.annotate(s, usage_attributes(result.usage, result.finish_reason))
+        return result
 
 
 async def run_steps(
     agent: Agent[Any], run: RunState, new_from: int, max_steps: int | None
 ) -> RunResult[Any]:
     """Turns until one answers without calls (validated into `output_type` when it has
-    one), each turn's calls run in order; `StepLimitExceeded` after `max_steps` turns."""
+    one), each turn's calls run in order; `StepLimitExceeded` after `max_steps` turns.
+
+    A turn that only failed (a call's arguments or the output rejected, `ModelRetry`) is
+    retried with the same tool choice and tools: the per-turn choices move on only past
+    turns that got somewhere, so `["required", "none"]` retries a bad call as a call."""
     limit = agent.max_steps if max_steps is None else max_steps
+    position = 1  # which of the per-turn tool choices this turn takes
+    retry: str | None = None  # the failed turn's choice, kept for its retry
     for step in range(1, limit + 1):
-        tool_choice = agent._choice(step)
-        agent._tool_manager.prepare(run, run.prepare, step, tool_choice)
+        if retry is None:
+            tool_choice = agent._choice(position)
+            agent._tool_manager.prepare(run, run.prepare, step, tool_choice)
+        else:
+            tool_choice = retry
+        failed_before = len(run.attempts)
         check_limits(run, calls=0)
         with tracing.span(f"chat {model_name(agent)}", chat_attributes(agent, run)) as s:
-            out, grammar = await agent._agenerate(run, tool_choice)
+            try:
+                out, grammar = await agent._agenerate(run, tool_choice)
+            except TruncationError as exc:
+                _retry_cut_value(agent, run, exc, step)  # raises once the retries are spent
+                retry = tool_choice
+                continue
             tracing.annotate(s, usage_attributes(out.usage, out.finish_reason))
         check_limits(run, calls=0)
         calls, ids = record_turn(agent, run, out, grammar)
         if calls:
+            run.repeats = 0
             await _run_calls(agent, run, calls, ids, step, grammar.tool_names)
+            retry = _retry_choice(run, failed_before, len(calls), tool_choice)
+            if run.repeats == len(calls):  # nothing new: the model has what it asked for
+                retry = "none"
+            position += retry is None
             continue
         answer = answer_text(out, agent.resolved_format())
         adapter = agent._output_adapter
@@ -106,6 +154,7 @@ async def run_steps(
             run.messages.append(
                 Message.user(f"{feedback}\nFix the errors and reply again with valid JSON.")
             )
+            retry = tool_choice
             continue
         return final_result(agent, run, value, out, new_from)
     raise StepLimitExceeded(
@@ -125,6 +174,11 @@ def new_run(
 ) -> tuple[RunState, int]:
     """A run's state, with its per-run settings over the agent's (checked first), and
     where its new messages start."""
+    if prompt is not None and (not isinstance(prompt, str) or not prompt.strip()):
+        raise ConfigError(
+            f"prompt={prompt!r}: expected a non-empty str (or None with a history ending in "
+            "a user turn)"
+        )
     system = agent._assembly.system_text(agent.system_prompt)
     messages = with_instructions(coerce_messages(history), system)
     new_from = len(messages)
@@ -225,6 +279,34 @@ def final_result(
         reasoning=split_reasoning(out, agent.resolved_format())[0],
         _new_from=new_from,
     )
+
+
+def _retry_cut_value(agent: Agent[Any], run: RunState, exc: TruncationError, step: int) -> None:
+    """`max_tokens` cut a call or a typed output: a failed attempt like an invalid one (a
+    runaway value is what feedback can fix), retried under the run's retry budget; the
+    `TruncationError` itself once that is spent. The cut value is never used."""
+    key = "\x00max_tokens"
+    run.failures[key] = run.failures.get(key, 0) + 1
+    if agent._tool_manager.stop(run.failures[key]):
+        raise exc
+    feedback = (
+        f"Your reply was cut off: {exc}, so it was not used. Write it again, shorter "
+        "(fewer or shorter values)."
+    )
+    _log.info("retry (max_tokens): %s", exc)
+    run.attempts.append(FailedAttempt(None, exc.partial_text, feedback, step))
+    run.usage.retries += 1
+    if run.sink is not None:
+        run.sink(Retry(step, None, feedback))
+    run.messages.append(Message("assistant", exc.partial_text))
+    run.messages.append(Message.user(feedback))
+
+
+def _retry_choice(run: RunState, failed_before: int, n_calls: int, choice: str) -> str | None:
+    """The choice a turn whose every call failed validation (or asked for a retry) is
+    retried with: its own. None when some call ran: the run moves on."""
+    failed = len(run.attempts) - failed_before
+    return choice if failed >= n_calls else None
 
 
 async def _run_calls(

@@ -103,6 +103,12 @@ def normalize_tools(tools: Iterable[Any]) -> dict[str, ToolLike]:
     return out
 
 
+def _call_key(name: str, args: Any) -> str:
+    """A call's identity: its tool and its validated arguments as canonical JSON."""
+    plain = pydantic_core.to_jsonable_python(args, fallback=repr)
+    return name + "\x00" + json.dumps(plain, sort_keys=True, ensure_ascii=False)
+
+
 def checked_args(call: ParsedCall, tool: Any) -> tuple[Any, str | None]:
     """`(validated arguments, None)`, or `(None, the feedback the model gets)`: one check for
     a run's calls and a plan's."""
@@ -195,8 +201,24 @@ class ToolManager:
         if record.args is not None:
             if run.sink is not None:
                 run.sink(CallValidated(step, record))
+            key = _call_key(call.name, record.args)
+            if key in run.results and not getattr(tool, "repeatable", False):
+                # The same call ran earlier in this run: its result again, not a second run
+                # (a tool with side effects acts once per request; a looping model is told).
+                record.result = run.results[key]
+                run.repeats += 1
+                run.usage.repeated_calls += 1
+                _log.info("repeat (%s): the same call already ran; its result is reused", call.name)
+                text = result_text(record.result)
+                return Message.tool(
+                    f"{text}\n(The same call already ran in this conversation; this is its "
+                    "result.)",
+                    tool_call_id=call_id,
+                    name=call.name,
+                )
             try:
                 record.result = await self._execute(run, tool, record)
+                run.results[key] = record.result
                 return Message.tool(
                     result_text(record.result), tool_call_id=call_id, name=call.name
                 )
@@ -222,12 +244,15 @@ class ToolManager:
 
     @staticmethod
     async def _execute(run: RunState, tool: Any, record: ToolCall) -> Any:
+        """Async tools are awaited on the loop; sync ones run in a worker thread, so a slow
+        one stalls neither the event loop nor the run's events (`Tool.acall` does both)."""
         ctx = RunContext(
             deps=run.deps, tool_name=record.name, retry=run.failures.get(record.name, 0)
         )
-        if getattr(tool, "is_async", False):
-            return await tool.acall(record.args, ctx)
-        result = tool.call(record.args, ctx)
+        acall = getattr(tool, "acall", None)
+        if acall is not None:
+            return await acall(record.args, ctx)
+        result = await asyncio.to_thread(tool.call, record.args, ctx)
         if asyncio.iscoroutine(result):
             result = await result
         return result

@@ -25,6 +25,7 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from sdk._stream import TokenStream, TurnScanner, emit_whole_turn
@@ -36,6 +37,7 @@ from sdk.decoding.generate import (
     generate_turn,
 )
 from sdk.decoding.local_turn import open_turn
+from sdk.errors import ConfigError
 
 if TYPE_CHECKING:
     from sdk.decoding._gate import CallGate
@@ -49,6 +51,7 @@ __all__ = [
     "TurnBackend",
     "TurnSettings",
     "as_turn_backend",
+    "check_model_spec",
     "in_decode_thread",
     "is_remote_spec",
     "resolve_backend",
@@ -95,6 +98,7 @@ class TurnBackend(Protocol):
         ...
 
 
+@runtime_checkable
 class ModelBackend(Protocol):
     """A local model the decoding loop drives: a tokenizer, its byte index, turn sessions."""
 
@@ -106,6 +110,7 @@ class ModelBackend(Protocol):
     def begin_turn(self, request: TurnRequest) -> DecodeSession: ...
 
 
+@runtime_checkable
 class RemoteBackend(Protocol):
     """A model that produces whole turns itself (an OpenAI-compatible server): it gets the
     turn's grammar to enforce in its own way and returns text and/or already-split calls."""
@@ -255,18 +260,14 @@ class _RemoteAdapter:
         return await arun_remote_turn(self.server, request, grammar, settings)
 
 
-def _is_remote(obj: Any) -> bool:
-    return hasattr(obj, "complete_turn") and hasattr(obj, "acomplete_turn")
-
-
 def as_turn_backend(model: Any) -> TurnBackend:
     """`model` as the agent drives it: as it is when it implements `TurnBackend`, else
     adapted by what it implements (`RemoteBackend` or `ModelBackend`)."""
     if hasattr(model, "run_turn") and hasattr(model, "arun_turn"):
         return model
-    if _is_remote(model):
+    if isinstance(model, RemoteBackend):
         return _RemoteAdapter(model)
-    if hasattr(model, "begin_turn") and hasattr(model, "index"):
+    if isinstance(model, ModelBackend):
         return _LocalAdapter(model)
     raise TypeError(f"model={model!r} implements neither ModelBackend nor RemoteBackend")
 
@@ -277,7 +278,38 @@ def is_remote_spec(spec: Any) -> bool:
         return bool(os.environ.get("SDK_MODEL_URL"))
     if isinstance(spec, str):
         return spec.startswith(("http://", "https://"))
-    return _is_remote(spec)
+    return isinstance(spec, RemoteBackend)
+
+
+def check_model_spec(spec: Any) -> None:
+    """`Agent(model=...)` checked without loading anything: a name that is no local model
+    (`Agent("gpt-4o")`) or an object that is no backend fails at construction with a
+    `ConfigError`, not at the first run."""
+    if spec is None or is_remote_spec(spec):
+        return
+    if isinstance(spec, tuple) and len(spec) == 2:  # (model, tokenizer)
+        return
+    if isinstance(spec, str | os.PathLike):
+        from sdk.backends.embedded import EMBEDDED_MODELS
+
+        path = Path(spec).expanduser()
+        if str(spec) in EMBEDDED_MODELS or path.is_dir():
+            return
+        if path.suffix.lower() == ".gguf" and path.is_file():
+            return
+        known = ", ".join(repr(k) for k in sorted(EMBEDDED_MODELS))
+        raise ConfigError(
+            f"model={str(spec)!r} is not a local model: expected {known}, a .gguf file or a "
+            "local Hugging Face directory that exists. Models are not fetched by name; a "
+            "server (vLLM, SGLang, llama.cpp, OpenAI) is reached with an http(s)://.../v1 "
+            "URL or OpenAIChatModel(base_url, model=...)."
+        )
+    if not any(hasattr(spec, a) for a in ("run_turn", "begin_turn", "complete_turn")):
+        raise ConfigError(
+            f"model={spec!r}: expected None (the embedded model), a model name or path, a "
+            "(model, tokenizer) pair, a backend (TransformersModel, OpenAIChatModel, "
+            "TestModel) or a server URL"
+        )
 
 
 def resolve_backend(spec: Any) -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import functools
 import inspect
 import logging
@@ -178,6 +179,9 @@ class Tool:
     # Set when the grammar cannot express `json_schema` (unsupported="validate"): the grammar
     # enforces this looser schema, validation the whole `json_schema`.
     grammar_schema: dict[str, Any] | None = field(default=None, repr=False)
+    # The same call (name and arguments) may run again within one run: for tools whose result
+    # changes between calls (a clock, a queue). False: a repeat gets the first result back.
+    repeatable: bool = False
 
     @classmethod
     def from_schema(
@@ -299,8 +303,14 @@ class Tool:
                 function=repr(fn),
             )
         fname = display_name(fn)
+        target = fn.func if isinstance(fn, functools.partial) else fn
+        if inspect.isgeneratorfunction(target) or inspect.isasyncgenfunction(target):
+            raise ToolDefinitionError(
+                f"{fname}: a generator function cannot be a tool (the model would be sent the "
+                "generator object); return the values, e.g. as a list",
+                function=fname,
+            )
         if name is None:
-            target = fn.func if isinstance(fn, functools.partial) else fn
             name = getattr(target, "__name__", None) or type(fn).__name__
         tool_name = _check_name(name, fname)
         ref = reflect(fn, tool_name=tool_name, localns=localns, context_type=RunContext)
@@ -469,11 +479,15 @@ def _decorate(
     description: str | None,
     strict: bool,
     localns: dict[str, Any] | None,
+    repeatable: bool = False,
 ) -> Any:
     if isinstance(fn, type) and issubclass(fn, BaseModel):
-        fn.__sdk_tool__ = Tool.from_model(fn, name, description, strict=strict)  # type: ignore[attr-defined]
+        model_tool = Tool.from_model(fn, name, description, strict=strict)
+        fn.__sdk_tool__ = dataclasses.replace(model_tool, repeatable=repeatable)  # type: ignore[attr-defined]
         return fn
-    built = Tool._build(fn, name, description, strict, localns)
+    built = dataclasses.replace(
+        Tool._build(fn, name, description, strict, localns), repeatable=repeatable
+    )
     # A wrapper rather than an attribute on `fn`: the same function may back several tools.
     wrapper: Any
     if built.is_async:
@@ -498,7 +512,11 @@ def tool(fn: F, /) -> F: ...
 
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, strict: bool = False
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    strict: bool = False,
+    repeatable: bool = False,
 ) -> Callable[[F], F]: ...
 
 
@@ -509,18 +527,21 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     strict: bool = False,
+    repeatable: bool = False,
 ) -> Any:
     """Make a function (or Pydantic model) a tool, bare (`@tool`) or with options.
 
     The result calls the function unchanged and carries the `Tool` as `__sdk_tool__`.
     `name` defaults to the function's name, `description` to its docstring's text; parameter
     descriptions come from the docstring (Google, NumPy or Sphinx) unless `Field` sets one.
-    Raises `ToolDefinitionError` at decoration time.
+    `repeatable`: the same call (name and arguments) may run again within one run; by default
+    a repeat is not run, the model gets the first call's result again (a tool with side
+    effects never runs twice for one request). Raises `ToolDefinitionError` at decoration time.
     """
     localns = _caller_locals()
 
     def decorate(f: F) -> F:
-        return cast(F, _decorate(f, name, description, strict, localns))
+        return cast(F, _decorate(f, name, description, strict, localns, repeatable))
 
     return decorate if fn is None else decorate(fn)
 

@@ -1,0 +1,222 @@
+"""The run loop's contract with the app: retries keep the failed turn's choice and tools, sync
+tools never run on the event loop, and a failed run says what it did.
+
+Scripted models through the real grammar and the real SmolLM2 tokenizer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from sdk import (
+    Agent,
+    ConfigError,
+    ModelRetry,
+    StepLimitExceeded,
+    ToolDefinitionError,
+    TruncationError,
+    tool,
+)
+from sdk.backends.test import ToolCallScript
+from sdk.events import CallValidated, FinalResult, ToolResult
+
+
+def test_a_failed_call_is_retried_as_a_call_under_required_then_none(model: Any) -> None:
+    """`["required", "none"]`: a call that fails validation is retried on a "required" turn
+    that shows the tools again; the answer turn comes after the call that ran."""
+    ran: list[str] = []
+
+    @tool
+    def lookup(city: str) -> str:
+        """Look a city up."""
+        ran.append(city)
+        if city != city.title():
+            raise ModelRetry("Use the capitalized city name.")
+        return "found"
+
+    m = model(
+        ToolCallScript("lookup", {"city": "paris"}),
+        ToolCallScript("lookup", {"city": "Paris"}),
+        "It was found.",
+    )
+    agent = Agent(m, tools=[lookup], tool_choice=["required", "none"])
+    result = agent.run_sync("Find Paris.")
+    assert result.output == "It was found." and ran == ["paris", "Paris"]
+    assert [r.tool_choice for r in m.requests] == ["required", "required", "none"]
+    assert "<tools>" in m.prompts[1] and "<tools>" not in m.prompts[2]
+    assert "Use the capitalized city name." in m.prompts[1]
+
+
+def test_a_retry_keeps_the_failed_turns_tools(model: Any) -> None:
+    """`prepare_tools` chooses the tools of new turns; a retry offers what the failed turn
+    offered (here the tool it must call again), whatever the step."""
+
+    @tool
+    def pick(n: int) -> str:
+        """Pick a number."""
+        if n < 0:
+            raise ModelRetry("n must be >= 0")
+        return "ok"
+
+    def first_turn_only(ctx: Any, tools: list[Any]) -> list[Any]:
+        return tools if ctx.step == 1 else []
+
+    m = model(ToolCallScript("pick", {"n": -1}), ToolCallScript("pick", {"n": 1}), "done")
+    result = Agent(m, tools=[pick]).run_sync("x", prepare_tools=first_turn_only)
+    assert result.output == "done"
+    assert [len(r.tools) for r in m.requests] == [1, 1, 0]
+
+
+def test_sync_tools_run_off_the_event_loop(model: Any) -> None:
+    """A blocking sync tool runs in a worker thread: the loop keeps ticking meanwhile, and
+    the call's `CallValidated` event arrives before its result."""
+    where: list[str] = []
+
+    @tool
+    def slow(x: int) -> int:
+        """Slow identity."""
+        where.append(threading.current_thread().name)
+        time.sleep(0.3)
+        return x
+
+    async def main() -> tuple[list[Any], int]:
+        ticks = 0
+        stop = asyncio.Event()
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not stop.is_set():
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        task = asyncio.create_task(ticker())
+        agent = Agent(model(ToolCallScript("slow", {"x": 3}), "3"), tools=[slow])
+        events = [e async for e in agent.run_stream("x")]
+        stop.set()
+        await task
+        return events, ticks
+
+    events, ticks = asyncio.run(main())
+    assert where and where[0] != threading.main_thread().name
+    assert ticks >= 10  # the loop ran while the tool slept 0.3 s
+    kinds = [type(e) for e in events if isinstance(e, CallValidated | ToolResult | FinalResult)]
+    assert kinds == [CallValidated, ToolResult, FinalResult]
+
+
+def test_a_failed_run_says_what_it_did(model: Any) -> None:
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    calls = [ToolCallScript("add", {"a": 1, "b": i}) for i in range(3)]
+    with pytest.raises(StepLimitExceeded) as info:
+        Agent(model(*calls), tools=[add], max_steps=2).run_sync("x")
+    err = info.value
+    assert [c.result for c in err.tool_calls] == [1, 2]
+    assert err.usage is not None and err.usage.steps == 2 and err.usage.completion_tokens > 0
+
+
+def test_a_call_cut_by_max_tokens_is_retried_with_feedback(model: Any) -> None:
+    """A runaway value is a failed attempt: the model is told it was cut and tries again; the
+    cut value never reaches the tool. Once the retries are spent, `TruncationError`."""
+    ran: list[str] = []
+
+    @tool
+    def lookup(city: str) -> str:
+        """Look a city up."""
+        ran.append(city)
+        return "found"
+
+    long = ToolCallScript("lookup", {"city": "Llanfairpwllgwyngyll" * 4})
+    m = model(long, ToolCallScript("lookup", {"city": "Paris"}), "found it")
+    result = Agent(m, tools=[lookup], max_tokens=30).run_sync("x")
+    assert result.output == "found it" and ran == ["Paris"]
+    assert result.usage.retries == 1 and "cut off" in m.prompts[1]
+    assert [r.tool_choice for r in m.requests] == ["auto", "auto", "auto"]
+
+    with pytest.raises(TruncationError) as info:
+        Agent(model(long, long, long), tools=[lookup], max_tokens=30, retries=2).run_sync("x")
+    assert info.value.usage is not None and info.value.usage.retries == 2 and ran == ["Paris"]
+
+
+def test_a_repeated_call_is_not_run_again_and_the_next_turn_answers(model: Any) -> None:
+    """The same call in a later turn gets the first result back without running the tool
+    (a tool with side effects acts once); a turn of nothing but repeats has got nowhere, so
+    the next turn answers ("none"): the C -> F -> C loop ends after two executions."""
+    ran: list[tuple[float, str]] = []
+
+    @tool
+    def convert(value: float, unit: str) -> str:
+        """Convert a temperature to the other unit."""
+        ran.append((value, unit))
+        return "69.8 F" if unit == "C" else "21.0 C"
+
+    m = model(
+        ToolCallScript("convert", {"value": 21, "unit": "C"}),
+        ToolCallScript("convert", {"value": 69.8, "unit": "F"}),
+        ToolCallScript("convert", {"value": 21.0, "unit": "C"}),  # 21.0 == 21: a repeat
+        "21 C is 69.8 F.",
+    )
+    result = Agent(m, tools=[convert], tool_choice=["required"]).run_sync("21 C in F?")
+    assert ran == [(21.0, "C"), (69.8, "F")]
+    assert result.output == "21 C is 69.8 F." and result.usage.repeated_calls == 1
+    assert [r.tool_choice for r in m.requests] == ["required", "required", "required", "none"]
+    assert result.tool_calls[2].result == "69.8 F"
+    assert "already ran" in m.prompts[3]
+
+
+def test_a_repeatable_tool_runs_again(model: Any) -> None:
+    rolls = iter([3, 5])
+
+    @tool(repeatable=True)
+    def roll() -> int:
+        """Roll a die."""
+        return next(rolls)
+
+    m = model(ToolCallScript("roll", {}), ToolCallScript("roll", {}), "3 then 5")
+    result = Agent(m, tools=[roll]).run_sync("Roll twice.")
+    assert [c.result for c in result.tool_calls] == [3, 5] and result.usage.repeated_calls == 0
+
+
+# ------------------------------------------------------------------ bad input, early and typed
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"model": "gpt-4o"}, "not a local model"),
+        ({"model": 123}, "expected None"),
+        ({"system_prompt": 5}, "system_prompt=5"),
+        ({"output_type": 123}, "output_type=123"),
+    ],
+    ids=["hosted-name", "not-a-backend", "system-prompt", "output-type"],
+)
+def test_bad_agent_arguments_fail_at_construction(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        Agent(**kwargs)
+
+
+@pytest.mark.parametrize("prompt", [123, "", "   "])
+def test_a_bad_prompt_fails_before_any_turn(model: Any, prompt: Any) -> None:
+    m = model("never")
+    with pytest.raises(ConfigError, match="prompt="):
+        Agent(m).run_sync(prompt)
+    assert m.requests == []
+
+
+def test_generator_functions_are_no_tools() -> None:
+    def numbers() -> Any:
+        yield 1
+
+    async def stream() -> Any:
+        yield 1
+
+    for fn in (numbers, stream):
+        with pytest.raises(ToolDefinitionError, match="generator"):
+            tool(fn)
