@@ -16,13 +16,15 @@ the same event loop (`await agent.run(...)` or `agent.run_stream(...)`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
 from collections.abc import Sequence
 from typing import Any
 
-from sdk.errors import MCPToolError
+from sdk.agent import blocked_by_run_sync
+from sdk.errors import ConfigError, MCPToolError
 from sdk.tools import TOOL_NAME_RE, Tool, ToolDefinitionError
 
 __all__ = ["MCPToolError", "MCPToolset", "mcp_tools"]
@@ -67,7 +69,9 @@ def _safe_name(name: str, taken: set[str]) -> str:
     return out
 
 
-async def mcp_tools(client: Any, *, prefix: str = "") -> tuple[list[Tool], dict[str, str]]:
+async def mcp_tools(
+    client: Any, *, prefix: str = "", _toolset: MCPToolset | None = None
+) -> tuple[list[Tool], dict[str, str]]:
     """The tools a connected MCP client (`mcp.Client`, or a `ClientSession`) lists, as `Tool`s
     calling back through it; and the skipped ones, name → reason. `prefix` goes before each
     name (several servers in one agent)."""
@@ -92,7 +96,7 @@ async def mcp_tools(client: Any, *, prefix: str = "") -> tuple[list[Tool], dict[
             tool = Tool.from_schema(
                 name,
                 schema,
-                _caller(client, remote),
+                _caller(client, remote, _toolset),
                 description=_field(spec, "description") or "",
                 unsupported="validate",
             )
@@ -105,9 +109,30 @@ async def mcp_tools(client: Any, *, prefix: str = "") -> tuple[list[Tool], dict[
     return tools, skipped
 
 
-def _caller(client: Any, remote: str) -> Any:
+def _caller(client: Any, remote: str, toolset: MCPToolset | None = None) -> Any:
+    """The tool's function. Through a toolset, a call runs on the event loop that opened the
+    connection (from another loop it is handed over), and fails at once, with the reason,
+    where it could never be served: after the `async with` block, or while `run_sync` blocks
+    that loop (the call would wait for the loop, the loop for the run: a deadlock)."""
+
     async def call(**arguments: Any) -> Any:
-        return _result(await client.call_tool(remote, arguments))
+        if toolset is None:
+            return _result(await client.call_tool(remote, arguments))
+        if toolset._session is None:
+            raise ConfigError(
+                f"MCP tool {remote!r} was called after its MCPToolset closed: run the agent "
+                "inside the `async with MCPToolset(...)` block"
+            )
+        owner = toolset._loop
+        if owner is None or asyncio.get_running_loop() is owner:
+            return _result(await client.call_tool(remote, arguments))
+        if blocked_by_run_sync(owner):
+            raise ConfigError(
+                f"MCP tool {remote!r}: Agent.run_sync is blocking the event loop that holds "
+                "this MCP connection; inside async code use `await agent.run(...)`"
+            )
+        handed = asyncio.run_coroutine_threadsafe(client.call_tool(remote, arguments), owner)
+        return _result(await asyncio.wrap_future(handed))
 
     call.__name__ = remote
     return call
@@ -128,6 +153,8 @@ class MCPToolset:
         self.tools: list[Tool] = []
         self.skipped: dict[str, str] = {}
         self._client: Any = None
+        self._session: Any = None  # the entered client, while the block is open
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def __aenter__(self) -> MCPToolset:
         try:
@@ -141,14 +168,17 @@ class MCPToolset:
             server = StdioServerParameters(command=command, args=args)
         self._client = Client(server)
         client = await self._client.__aenter__()
+        self._session, self._loop = client, asyncio.get_running_loop()
         try:
-            self.tools, self.skipped = await mcp_tools(client, prefix=self.prefix)
+            self.tools, self.skipped = await mcp_tools(client, prefix=self.prefix, _toolset=self)
         except BaseException:
+            self._session = None
             await self._client.__aexit__(None, None, None)
             raise
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
+        self._session = None
         if self._client is not None:
             await self._client.__aexit__(*exc)
             self._client = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -102,3 +103,50 @@ def test_a_catalog_of_50_tools_compiles_once(caplog: pytest.LogCaptureFixture) -
     assert n == 53
     assert "cache hit" in caplog.text  # the second agent reuses the first one's grammar
     print(f"50-tool catalog: first agent {first:.3f} s, second {second:.3f} s")
+
+
+def test_run_sync_inside_the_toolsets_loop_fails_fast_and_closed_toolsets_say_so(
+    smollm2_tokenizer: Any,
+) -> None:
+    """`run_sync` inside `async with MCPToolset(...)` blocks the loop that holds the
+    connection, so a call could never be served: a `ConfigError` at the call, never a hang.
+    After the block, a call says the toolset is closed (it was fed to the model as a tool
+    error). The whole test runs under a watchdog."""
+    from sdk import ConfigError
+
+    def script() -> TestModel:
+        call = ToolCallScript("get_weather", {"city": "Oslo", "days": 1})
+        return TestModel([call, "done"], tokenizer=smollm2_tokenizer)
+
+    async def main() -> list[str]:
+        seen: list[str] = []
+        async with MCPToolset(SERVER) as mcp:
+            with pytest.raises(ConfigError, match="run_sync is blocking") as info:
+                Agent(script(), tools=mcp.tools).run_sync("go")
+            seen.append(str(info.value))
+            # From another thread's loop the call is handed over to the toolset's loop.
+            other = await asyncio.to_thread(Agent(script(), tools=mcp.tools).run_sync, "go")
+            seen.append(str(other.tool_calls[0].result))
+        with pytest.raises(ConfigError, match="closed") as info:
+            await Agent(script(), tools=mcp.tools).run("go")
+        seen.append(str(info.value))
+        return seen
+
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["seen"] = asyncio.run(main())
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, daemon=True)
+    worker.start()
+    worker.join(90)
+    assert not worker.is_alive(), "deadlock: the run never returned"
+    if "error" in box:
+        raise box["error"]
+    blocked, handed, closed = box["seen"]
+    assert "await agent.run" in blocked
+    assert handed == "sunny in Oslo for 1 days"
+    assert "async with MCPToolset" in closed

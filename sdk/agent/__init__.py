@@ -39,6 +39,7 @@ from sdk.agent._config import (
 from sdk.agent._run import (
     RunOptions,
     RunState,
+    blocked_by_run_sync,
     execute,
     iterate_blocking,
     new_run,
@@ -67,7 +68,14 @@ from sdk.events import StreamEvent
 from sdk.messages import Message
 from sdk.result import RunResult
 
-__all__ = ["Agent", "CallStyleSpec", "PrepareTools", "ToolChoiceSpec", "ToolErrors"]
+__all__ = [
+    "Agent",
+    "CallStyleSpec",
+    "PrepareTools",
+    "ToolChoiceSpec",
+    "ToolErrors",
+    "blocked_by_run_sync",
+]
 
 OutputT = TypeVar("OutputT")
 T = TypeVar("T")

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import queue
 import threading
+import weakref
 from collections.abc import (
     AsyncIterator,
     Callable,
@@ -399,9 +400,20 @@ def assistant_message(out: TurnOutput, calls: Sequence[ParsedCall], ids: Sequenc
     return Message("assistant", out.text, parts, metadata=meta)
 
 
+_BLOCKED: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+_BLOCKED_LOCK = threading.Lock()
+
+
+def blocked_by_run_sync(loop: asyncio.AbstractEventLoop) -> bool:
+    """Is `run_sync` blocking `loop`'s thread right now (called from code running on it)?
+    Whatever needs that loop (an MCP connection opened on it) cannot be served meanwhile."""
+    with _BLOCKED_LOCK:
+        return loop in _BLOCKED
+
+
 def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
     try:
-        asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro)
     # Already inside an event loop (Jupyter, async frameworks): run in a private one.
@@ -414,8 +426,14 @@ def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
             box["error"] = exc
 
     th = threading.Thread(target=target, name="sdk-run-sync")
-    th.start()
-    th.join()
+    with _BLOCKED_LOCK:
+        _BLOCKED.add(loop)
+    try:
+        th.start()
+        th.join()
+    finally:
+        with _BLOCKED_LOCK:
+            _BLOCKED.discard(loop)
     if "error" in box:
         raise box["error"]
     return cast(T, box["value"])

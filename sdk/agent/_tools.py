@@ -224,6 +224,8 @@ class ToolManager:
                 )
             except ModelRetry as exc:
                 feedback = exc.message
+            except ConfigError:  # the app's mistake, not the model's: it ends the run
+                raise
             except Exception as exc:
                 record.error = f"{type(exc).__name__}: {exc}"
                 if self.tool_errors == "raise":
