@@ -118,7 +118,7 @@ async def run_steps(
     for step in range(1, limit + 1):
         if retry is None:
             tool_choice = agent._choice(position)
-            agent._tool_manager.prepare(run, run.prepare, step, tool_choice)
+            agent._tool_manager.prepare(run, step, tool_choice)
         else:
             tool_choice = retry
         failed_before = len(run.attempts)

@@ -132,13 +132,11 @@ class ToolManager:
         self.tool_errors = tool_errors
         self.stop = stop_policy(retries)
 
-    def prepare(
-        self, run: RunState, prepare: PrepareTools | None, step: int, tool_choice: str
-    ) -> None:
-        """This turn's tools: all of the agent's, or what `prepare_tools` keeps of them."""
-        if prepare is None:
+    def prepare(self, run: RunState, step: int, tool_choice: str) -> None:
+        """This turn's tools: all of the agent's, or what the run's `prepare_tools` keeps."""
+        if run.prepare is None:
             return
-        kept = prepare(RunContext(deps=run.deps, step=step), list(self.tools.values()))
+        kept = run.prepare(RunContext(deps=run.deps, step=step), list(self.tools.values()))
         offered: dict[str, Any] = {}
         for t in kept:
             name = getattr(t, "name", None)

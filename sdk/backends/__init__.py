@@ -23,7 +23,7 @@ import contextvars
 import functools
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
@@ -196,68 +196,50 @@ async def arun_local_turn(
 def run_remote_turn(
     server: RemoteBackend, request: TurnRequest, grammar: TurnGrammar, settings: TurnSettings
 ) -> TurnOutput:
-    out = server.complete_turn(
-        request,
-        grammar,
-        max_tokens=settings.max_tokens,
-        sampling=settings.sampling,
-        parallel_tool_calls=settings.parallel_tool_calls,
-    )
-    if settings.scanner is not None:  # a server's turn arrives whole: its events at once
-        emit_whole_turn(settings.scanner, out.text, out.calls)
-    return out
+    out = server.complete_turn(request, grammar, **_server_options(settings))
+    return _streamed_whole(out, settings)
 
 
 async def arun_remote_turn(
     server: RemoteBackend, request: TurnRequest, grammar: TurnGrammar, settings: TurnSettings
 ) -> TurnOutput:
-    out = await server.acomplete_turn(
-        request,
-        grammar,
-        max_tokens=settings.max_tokens,
-        sampling=settings.sampling,
-        parallel_tool_calls=settings.parallel_tool_calls,
-    )
-    if settings.scanner is not None:
+    out = await server.acomplete_turn(request, grammar, **_server_options(settings))
+    return _streamed_whole(out, settings)
+
+
+def _server_options(settings: TurnSettings) -> dict[str, Any]:
+    return {
+        "max_tokens": settings.max_tokens,
+        "sampling": settings.sampling,
+        "parallel_tool_calls": settings.parallel_tool_calls,
+    }
+
+
+def _streamed_whole(out: TurnOutput, settings: TurnSettings) -> TurnOutput:
+    if settings.scanner is not None:  # a server's turn arrives whole: its events at once
         emit_whole_turn(settings.scanner, out.text, out.calls)
     return out
 
 
-class _LocalAdapter:
-    """A duck-typed `ModelBackend` as a `TurnBackend`."""
+@dataclass
+class _Adapted:
+    """A `ModelBackend` or `RemoteBackend` as a `TurnBackend`: its turns run by the pair of
+    functions for its kind (`run_local_turn` or `run_remote_turn` and their async twins)."""
 
-    def __init__(self, model: ModelBackend) -> None:
-        self.model = model
-        self.tokenizer = model.tokenizer
-
-    def run_turn(
-        self, request: TurnRequest, grammar: TurnGrammar, settings: TurnSettings
-    ) -> TurnOutput:
-        return run_local_turn(self.model, request, grammar, settings)
-
-    async def arun_turn(
-        self, request: TurnRequest, grammar: TurnGrammar, settings: TurnSettings
-    ) -> TurnOutput:
-        return await arun_local_turn(self.model, request, grammar, settings)
-
-
-class _RemoteAdapter:
-    """A duck-typed `RemoteBackend` as a `TurnBackend`."""
-
-    tokenizer = None
-
-    def __init__(self, server: RemoteBackend) -> None:
-        self.server = server
+    target: Any
+    tokenizer: Any
+    run: Callable[[Any, TurnRequest, TurnGrammar, TurnSettings], TurnOutput]
+    arun: Callable[[Any, TurnRequest, TurnGrammar, TurnSettings], Awaitable[TurnOutput]]
 
     def run_turn(
         self, request: TurnRequest, grammar: TurnGrammar, settings: TurnSettings
     ) -> TurnOutput:
-        return run_remote_turn(self.server, request, grammar, settings)
+        return self.run(self.target, request, grammar, settings)
 
     async def arun_turn(
         self, request: TurnRequest, grammar: TurnGrammar, settings: TurnSettings
     ) -> TurnOutput:
-        return await arun_remote_turn(self.server, request, grammar, settings)
+        return await self.arun(self.target, request, grammar, settings)
 
 
 def as_turn_backend(model: Any) -> TurnBackend:
@@ -266,9 +248,9 @@ def as_turn_backend(model: Any) -> TurnBackend:
     if hasattr(model, "run_turn") and hasattr(model, "arun_turn"):
         return model
     if isinstance(model, RemoteBackend):
-        return _RemoteAdapter(model)
+        return _Adapted(model, None, run_remote_turn, arun_remote_turn)
     if isinstance(model, ModelBackend):
-        return _LocalAdapter(model)
+        return _Adapted(model, model.tokenizer, run_local_turn, arun_local_turn)
     raise TypeError(f"model={model!r} implements neither ModelBackend nor RemoteBackend")
 
 
