@@ -20,10 +20,12 @@ from sdk.tools import RunContext, Tool, tool
 
 if TYPE_CHECKING:
     from sdk._settings import UsageLimits
-    from sdk.agent import Agent
+    from sdk.agent import Agent, ToolDenied, ToolReturn
     from sdk.backends.openai import OpenAIChatModel
     from sdk.errors import (
         AgentRunError,
+        ApprovalRequired,
+        ContextLengthError,
         RemoteModelError,
         RemoteTimeoutError,
         RetriesExhausted,
@@ -40,6 +42,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Agent",
     "AgentRunError",
+    "ApprovalRequired",
+    "ContextLengthError",
     "ConfigError",
     "Message",
     "ModelRetry",
@@ -54,8 +58,10 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolDefinitionError",
+    "ToolDenied",
     "ToolExecutionError",
     "ToolNotOffered",
+    "ToolReturn",
     "TruncationError",
     "UnexpectedModelBehavior",
     "Usage",
@@ -78,6 +84,10 @@ _LAZY = {
     "Usage": "sdk.result",
     "Message": "sdk.messages",
     "AgentRunError": "sdk.errors",
+    "ApprovalRequired": "sdk.errors",
+    "ToolDenied": "sdk.agent",
+    "ToolReturn": "sdk.agent",
+    "ContextLengthError": "sdk.errors",
     "RetriesExhausted": "sdk.errors",
     "StepLimitExceeded": "sdk.errors",
     "ToolExecutionError": "sdk.errors",

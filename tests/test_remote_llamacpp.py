@@ -256,7 +256,7 @@ def test_model_retry_goes_back_to_the_model(server: str, smollm2_index: Any) -> 
     first, second = result.tool_calls
     assert not first.ok and "warming up" in (first.error or "")
     assert second.ok and second.result.endswith(": found")
-    assert result.usage.retries == 1
+    assert result.usage.retries >= 1 and "<tool_call>" not in result.output
     # The feedback reached the model: it is in the transcript sent with the second request.
     feedback = next(m for m in result.messages if m.role == "tool")
     assert "warming up" in feedback.content

@@ -17,6 +17,7 @@ from sdk import (
     Agent,
     ConfigError,
     ModelRetry,
+    RunContext,
     StepLimitExceeded,
     ToolDefinitionError,
     TruncationError,
@@ -114,11 +115,11 @@ def test_a_failed_run_says_what_it_did(model: Any) -> None:
         """Add two integers."""
         return a + b
 
-    calls = [ToolCallScript("add", {"a": 1, "b": i}) for i in range(3)]
+    calls = [ToolCallScript("add", {"a": 1, "b": 10 * i + 7}) for i in range(3)]
     with pytest.raises(StepLimitExceeded) as info:
         Agent(model(*calls), tools=[add], max_steps=2).run_sync("x")
     err = info.value
-    assert [c.result for c in err.tool_calls] == [1, 2]
+    assert [c.result for c in err.tool_calls] == [8, 18]
     assert err.usage is not None and err.usage.steps == 2 and err.usage.completion_tokens > 0
 
 
@@ -146,9 +147,9 @@ def test_a_call_cut_by_max_tokens_is_retried_with_feedback(model: Any) -> None:
 
 
 def test_a_repeated_call_is_not_run_again_and_the_next_turn_answers(model: Any) -> None:
-    """The same call in a later turn gets the first result back without running the tool
-    (a tool with side effects acts once); a turn of nothing but repeats has got nowhere, so
-    the next turn answers ("none"): the C -> F -> C loop ends after two executions."""
+    """A turn of nothing but repeats has got nowhere: it is answered instead, in the same
+    step, without tools ("none"), and the repeat never runs nor enters the transcript: the
+    C -> F -> C loop ends after two executions."""
     ran: list[tuple[float, str]] = []
 
     @tool
@@ -167,8 +168,32 @@ def test_a_repeated_call_is_not_run_again_and_the_next_turn_answers(model: Any) 
     assert ran == [(21.0, "C"), (69.8, "F")]
     assert result.output == "21 C is 69.8 F." and result.usage.repeated_calls == 1
     assert [r.tool_choice for r in m.requests] == ["required", "required", "required", "none"]
-    assert result.tool_calls[2].result == "69.8 F"
-    assert "already ran" in m.prompts[3]
+    assert len(result.tool_calls) == 2 and result.usage.steps == 3
+    assert [msg.role for msg in result.messages[-3:]] == ["assistant", "tool", "assistant"]
+    assert m.prompts[3].count("<tool_call>") == 2  # the repeat is not in the answer's prompt
+
+
+def test_a_call_fed_its_own_result_is_a_loop(model: Any) -> None:
+    """Feeding a tool its own output with otherwise the same arguments (`convert(22.68, C ->
+    F)` after `convert(21, C -> F)` gave 22.68) asks for nothing new: answered instead. A new
+    value the results do not hold is a new call, and runs."""
+    ran: list[float] = []
+
+    @tool
+    def convert(amount: float, source: str, target: str) -> dict[str, float]:
+        """Convert an amount."""
+        ran.append(amount)
+        return {"amount": round(amount * 1.08, 2)}
+
+    m = model(
+        ToolCallScript("convert", {"amount": 21, "source": "C", "target": "F"}),
+        ToolCallScript("convert", {"amount": 30, "source": "C", "target": "F"}),  # new
+        ToolCallScript("convert", {"amount": 32.4, "source": "C", "target": "F"}),  # fed back
+        "22.68 F",
+    )
+    result = Agent(m, tools=[convert]).run_sync("21 C and 30 C in F?")
+    assert ran == [21, 30] and result.output == "22.68 F"
+    assert result.usage.repeated_calls == 1
 
 
 def test_a_repeatable_tool_runs_again(model: Any) -> None:
@@ -220,3 +245,90 @@ def test_generator_functions_are_no_tools() -> None:
     for fn in (numbers, stream):
         with pytest.raises(ToolDefinitionError, match="generator"):
             tool(fn)
+
+
+# ------------------------------------------------------------------ override
+
+
+def test_override_puts_a_model_under_an_agent_for_a_block(model: Any) -> None:
+    """An app's module-level agent, tested with a scripted model: `override(model=...)` holds
+    inside the block (run_sync from a running loop and streams included) and nowhere else."""
+    import asyncio
+
+    agent = Agent(model("from the agent's own model"))
+    with agent.override(model=model("scripted", "scripted")):
+        assert agent.run_sync("x").output == "scripted"
+        with agent.override(model=model("inner", "inner again")):
+            assert agent.run_sync("x").output == "inner"
+
+            async def inside_a_loop() -> str:
+                return agent.run_sync("x").output  # runs in a thread of its own
+
+            assert asyncio.run(inside_a_loop()) == "inner again"
+        assert agent.run_sync("x").output == "scripted"
+    assert agent.run_sync("x").output == "from the agent's own model"
+    with pytest.raises(ConfigError, match="not a local model"), agent.override(model="gpt-4o"):
+        pass
+
+
+def test_a_repeatable_tool_may_be_fed_its_own_results(model: Any) -> None:
+    """Pagination: the next page's token comes from the last result; marked `repeatable`,
+    the tool runs again (unmarked, the same call would be taken for a loop)."""
+    pages = {"": {"items": [1, 2], "next": "p2"}, "p2": {"items": [3], "next": ""}}
+    seen: list[str] = []
+
+    @tool(repeatable=True)
+    def list_items(page_token: str = "") -> dict[str, Any]:
+        """List items, a page at a time."""
+        seen.append(page_token)
+        return pages[page_token]
+
+    m = model(
+        ToolCallScript("list_items", {"page_token": ""}),
+        ToolCallScript("list_items", {"page_token": "p2"}),
+        "1, 2, 3",
+    )
+    assert Agent(m, tools=[list_items]).run_sync("List all items.").output == "1, 2, 3"
+    assert seen == ["", "p2"]
+
+
+def test_a_call_written_as_text_is_taken_as_the_call_it_names(model: Any) -> None:
+    """An answer that is a call in disguise never comes back as the output: naming an
+    offered tool, that tool is called under the grammar (same step); naming none, the turn
+    is answered without tools."""
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    m = model(
+        'Sure.\nname: add\narguments: {"a": 2, "b": 3}',  # untagged, unquoted: past the grammar
+        ToolCallScript("add", {"a": 2, "b": 3}),
+        "5",
+    )
+    result = Agent(m, tools=[add]).run_sync("2 + 3?")
+    assert result.output == "5" and result.tool_calls[0].result == 5
+    assert [r.tool_choice for r in m.requests] == ["auto", "add", "auto"]
+    assert result.usage.steps == 2 and "name: add" not in str(result.messages)
+
+    m = model('Here: "name": "cat_joke", "arguments": {}', "A cat joke.")
+    result = Agent(m, tools=[add]).run_sync("Tell me a cat joke.")
+    assert result.output == "A cat joke." and [r.tool_choice for r in m.requests] == [
+        "auto",
+        "none",
+    ]
+
+
+def test_a_tool_sees_the_turn_its_call_was_made_in(model: Any) -> None:
+    steps: list[int] = []
+
+    @tool
+    def note(ctx: RunContext[None], text: str) -> str:
+        """Take a note."""
+        steps.append(ctx.step)
+        return "noted"
+
+    m = model(ToolCallScript("note", {"text": "a"}), ToolCallScript("note", {"text": "b"}), "ok")
+    Agent(m, tools=[note]).run_sync("Note a, then b.")
+    assert steps == [1, 2]

@@ -6,6 +6,8 @@ import json
 from typing import Any, Literal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from sdk.decoding.call_style import COMPACT, FLEXIBLE, SPACED, CallStyle, as_call_style
@@ -137,10 +139,56 @@ def test_single_call_turn_terminates(smollm2_index, smollm2_tokenizer) -> None: 
         assert m.is_terminated()
 
 
-def test_none_mode_is_unconstrained() -> None:
-    g = build_turn_grammar(TOOLS, "none")
-    assert g.compiled is None and g.mode == "none"
+def test_without_tools_a_turn_is_unconstrained() -> None:
+    assert build_turn_grammar([], "none").compiled is None
     assert build_turn_grammar([], "auto").compiled is None
+
+
+_ANSWERS = [
+    ("The weather in Paris is 18 C.", True),
+    ("Use [this link](https://x) or {braces} later.", True),
+    ("```python\nprint(1)\n```", True),
+    ("[Paris] is the capital.", True),
+    ('{"name": "get_weather", "arguments": {"city": "Paris"}}', False),
+    ('  [{"name": "get_weather"}]', False),
+    ('```json\n["get_weather", {"city": "Paris"}]\n```', False),
+    ('```jsonrpc\n{"name": "get_weather"}', False),
+    ("[1, 2, 3]", False),
+    ("Sure: <tool_call>", False),
+    ('<tool_response>\n{"name": "get_weather", "content": "18 C"}', False),
+]
+
+
+@pytest.mark.parametrize(("text", "ok"), _ANSWERS)
+def test_an_answer_next_to_tools_is_no_call(text: str, ok: bool) -> None:
+    """With tools in the conversation a text reply never holds the opener nor opens as JSON
+    (how tool-trained models write calls without their envelope): under "none", and as the
+    opening text of an "auto" turn, which may still open a real call."""
+    from tests._oracle import engine_accepts
+
+    none = build_turn_grammar(TOOLS, "none")
+    assert none.mode == "none" and none.compiled is not None and not none.tool_names
+    assert engine_accepts(none.compiled, text) is ok
+    assert engine_accepts(_compiled(TOOLS, "auto"), text) is ok
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    assert engine_accepts(_compiled(TOOLS, "auto"), call)
+    assert not engine_accepts(none.compiled, call)
+    assert engine_accepts(_compiled(TOOLS, "auto"), "") and not engine_accepts(none.compiled, " ")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(alphabet=' \n{}[]"`<>abjson_:1', max_size=14) | st.just("<tool_response>\nx"))
+def test_the_answer_rule_is_exactly_the_lookaheads(text: str) -> None:
+    """The compiled rule accepts exactly the texts the two lookaheads describe."""
+    import re
+
+    from sdk.decoding.turn_grammar import JSON_LEAD
+    from tests._oracle import engine_accepts
+
+    none = build_turn_grammar(TOOLS, "none")
+    lead = r"[ \t\r\n]*<tool_response>|" + JSON_LEAD
+    expected = "<tool_call>" not in text and re.match(lead, text) is None and bool(text.strip())
+    assert engine_accepts(none.compiled, text) is expected
 
 
 class Answer(BaseModel):

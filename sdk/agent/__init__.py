@@ -15,8 +15,7 @@ for local and remote backends.
 
 from __future__ import annotations
 
-import os
-import threading
+import contextlib
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Generic, Literal, TypeVar, cast, overload
 
@@ -26,19 +25,21 @@ from sdk._settings import (
     check_sampling,
     check_tools_arg,
 )
+from sdk.agent._approvals import Approval, ApprovalPredicate, ToolDenied, ToolReturn
 from sdk.agent._config import (
     CallStyleSpec,
     ToolChoiceSpec,
     call_style_of,
     check_call_bias,
     check_call_format,
+    check_processors,
     check_text,
     output_adapter,
     tool_choices,
 )
+from sdk.agent._model import Models, ModelSlot
 from sdk.agent._run import (
     RunOptions,
-    RunState,
     blocked_by_run_sync,
     execute,
     iterate_blocking,
@@ -52,19 +53,14 @@ from sdk.agent._turn import TurnAssembly
 from sdk.backends import (
     ModelBackend,
     RemoteBackend,
-    TurnBackend,
-    TurnSettings,
-    as_turn_backend,
     check_model_spec,
-    in_decode_thread,
-    resolve_backend,
 )
 from sdk.decoding.call_style import CallStyle
 from sdk.decoding.formats import ToolCallFormat
-from sdk.decoding.generate import SamplingConfig, TurnOutput, TurnRequest
+from sdk.decoding.generate import SamplingConfig
 from sdk.decoding.turn_grammar import TurnGrammar, format_style
-from sdk.errors import AgentRunError, UnexpectedModelBehavior
 from sdk.events import StreamEvent
+from sdk.history import HistoryProcessor
 from sdk.messages import Message
 from sdk.result import RunResult
 
@@ -73,7 +69,9 @@ __all__ = [
     "CallStyleSpec",
     "PrepareTools",
     "ToolChoiceSpec",
+    "ToolDenied",
     "ToolErrors",
+    "ToolReturn",
     "blocked_by_run_sync",
 ]
 
@@ -95,14 +93,29 @@ class Agent(Generic[OutputT]):
         tools: functions (decorated with `@tool` or not), `Tool`s or Pydantic models.
         output_type: the type of the final reply (`str` by default); anything else is generated as
             JSON under its schema and validated (retried like tool arguments on failure).
+        system_prompt: instructions for the model, the conversation's system message (with
+            the JSON answer instructions of a typed `output_type` after them). A system
+            message the history starts with is kept, with these after it.
         tool_choice: "auto" (model decides), "required" (the turn must call tools), a tool name
             (the turn must call it), or "none" (tools are neither shown nor callable). A single
             "required" or name applies to the first turn, later turns are "auto" (forcing calls on
             every turn could never end; the OpenAI Agents SDK resets it the same way). A list gives
             one choice per turn, its last entry repeating: `["required", "none"]` = call, then
             answer from the results (what small models do best).
+        max_tokens: the most tokens one model turn may generate (per run:
+            `settings={"max_tokens": ...}`). A call or typed output it cuts is never used:
+            it is retried like an invalid one, then `TruncationError`; a text answer it cuts
+            is returned with `finish_reason="length"`.
+        max_steps: the most model turns one run may take, then `StepLimitExceeded` (per run:
+            `run(max_steps=...)`).
         retries: per-tool (and output) retry budget: an int (retries after the first attempt) or a
             tenacity stop condition such as `stop_after_attempt(3) | stop_after_delay(30)`.
+        temperature: 0 decodes greedily (deterministic, the default); above 0 the model's
+            tokens are sampled at this temperature. The grammar constrains both.
+        top_p: when sampling, only the most likely tokens whose probabilities sum to `top_p`
+            are drawn from (nucleus sampling); 1.0 keeps all. In (0, 1].
+        seed: seeds the sampling, so that a run with `temperature > 0` can be repeated;
+            None leaves it unseeded.
         tool_errors: "return" sends a tool's exception text back to the model; "raise" ends the run
             with `ToolExecutionError`.
         parallel_tool_calls: allow several calls in one turn. Small models tend to repeat the same
@@ -131,6 +144,9 @@ class Agent(Generic[OutputT]):
             stays in the turn's output and is never parsed for calls. For a reasoning model
             (a format with `<think>` markers) it bounds the reasoning span instead: this many
             tokens into it, the end marker is forced (0: unbounded).
+        history_processors: functions that shape what the model is shown of the conversation
+            before each turn (`sdk.history.keep_last(n)`, `summarize_older(fn)` or your own,
+            list of `Message` in, list out); the run's transcript keeps every message.
         token_healing: where forced text (an envelope, a key, `": "`) meets free text, give the
             last forced tokens back when one of the model's own tokens could run across the
             boundary (` 36` after `":`), so the model writes the tokens it was trained on.
@@ -161,6 +177,7 @@ class Agent(Generic[OutputT]):
         reasoning_tokens: int = 0,
         token_healing: bool = True,
         drop_repeated_calls: bool = True,
+        history_processors: Sequence[HistoryProcessor] = (),
     ) -> None: ...
 
     @overload
@@ -186,6 +203,7 @@ class Agent(Generic[OutputT]):
         reasoning_tokens: int = 0,
         token_healing: bool = True,
         drop_repeated_calls: bool = True,
+        history_processors: Sequence[HistoryProcessor] = (),
     ) -> None: ...
 
     @overload
@@ -211,6 +229,7 @@ class Agent(Generic[OutputT]):
         reasoning_tokens: int = 0,
         token_healing: bool = True,
         drop_repeated_calls: bool = True,
+        history_processors: Sequence[HistoryProcessor] = (),
     ) -> None: ...
 
     def __init__(
@@ -235,12 +254,10 @@ class Agent(Generic[OutputT]):
         reasoning_tokens: int = 0,
         token_healing: bool = True,
         drop_repeated_calls: bool = True,
+        history_processors: Sequence[HistoryProcessor] = (),
     ) -> None:
         check_model_spec(model)
-        self._model_spec = model
-        self._backend: ModelBackend | RemoteBackend | None = None
-        self._turn_backend: TurnBackend | None = None
-        self._backend_lock = threading.Lock()
+        self._models = Models(model)
         self.tools: dict[str, Any] = normalize_tools(check_tools_arg(tools))
         self._choices = tool_choices(tool_choice, self.tools)
         self._tool_manager = ToolManager(self.tools, tool_errors, retries)
@@ -273,8 +290,8 @@ class Agent(Generic[OutputT]):
             parallel_tool_calls=parallel_tool_calls,
             drop_repeated_calls=self.drop_repeated_calls,
             token_healing=self.token_healing,
+            history_processors=check_processors(history_processors),
         )
-        self._resolved: ToolCallFormat | None = None
         # Compile the grammars now: a schema the grammar cannot express should fail here, not
         # in the middle of a conversation.
         for c in set(self._choices):
@@ -284,17 +301,26 @@ class Agent(Generic[OutputT]):
 
     @property
     def model(self) -> ModelBackend | RemoteBackend:
-        """The backend, resolved (and for named models loaded) on first use."""
-        self._backend_for_turns()
-        assert self._backend is not None
-        return self._backend
+        """The backend, resolved (and for named models loaded) on first use (inside
+        `override(model=...)`, the override's)."""
+        return self._models.current.backend()
 
-    def _backend_for_turns(self) -> TurnBackend:
-        with self._backend_lock:
-            if self._turn_backend is None:
-                self._backend = resolve_backend(self._model_spec)
-                self._turn_backend = as_turn_backend(self._backend)
-            return self._turn_backend
+    @contextlib.contextmanager
+    def override(self, *, model: Any) -> Iterator[None]:
+        """Run this agent on `model` (any `Agent(model=...)` value) inside the block: how an
+        app's tests put a `TestModel` or `FunctionModel` under a module-level agent. Scoped
+        to the current context (a thread, an asyncio task and what it starts), so tests run
+        side by side do not see each other's model; blocks nest.
+
+        Args:
+            model: the model to use inside the block.
+        """
+        check_model_spec(model)
+        token = self._models.swap.set(ModelSlot(model))
+        try:
+            yield
+        finally:
+            self._models.swap.reset(token)
 
     def resolved_format(self) -> ToolCallFormat:
         """The call format with its body layout resolved for this agent's model.
@@ -303,24 +329,12 @@ class Agent(Generic[OutputT]):
         separators its template writes calls with, `json.dumps`' spacing where it writes none.
         Resolving may load the model (a named model loads on first use anyway).
         """
-        if self._resolved is None:
-            tokenizer = getattr(self._backend_for_turns(), "tokenizer", None)
-            self._resolved = self._assembly.format_for(tokenizer)
-        return self._resolved
+        return self._models.current.fmt(self._assembly)
 
     @property
     def resolved_style(self) -> CallStyle:
         """The layout of call bodies this agent's grammar enforces (`resolved_format`'s)."""
         return format_style(self.resolved_format())
-
-    def _current_format(self) -> ToolCallFormat:
-        """The resolved format, or (before the model is loaded) the most likely one."""
-        if self._resolved is not None:
-            return self._resolved
-        spec = self._model_spec
-        if self._backend is not None or not (spec is None or isinstance(spec, str | os.PathLike)):
-            return self.resolved_format()
-        return self._assembly.format_for(None)
 
     def _turn_grammar(
         self,
@@ -328,43 +342,13 @@ class Agent(Generic[OutputT]):
         fmt: ToolCallFormat | None = None,
         tools: Mapping[str, Any] | None = None,
     ) -> TurnGrammar:
-        return self._assembly.turn_grammar(tool_choice, fmt or self._current_format(), tools)
+        fmt = fmt or self._models.current.likely_fmt(self._assembly)
+        return self._assembly.turn_grammar(tool_choice, fmt, tools)
 
     def _choice(self, step: int) -> str:
         return self._choices[min(step, len(self._choices)) - 1]
 
-    # ------------------------------------------------------------------ one model turn
-
-    def _turn_inputs(
-        self, run: RunState, tool_choice: str
-    ) -> tuple[TurnBackend, TurnRequest, TurnGrammar, TurnSettings]:
-        """The backend and what it needs for this turn (may load the model, compile a
-        grammar: an async run calls it in a worker thread)."""
-        backend = self._backend_for_turns()
-        fmt = self.resolved_format()
-        request, grammar = self._assembly.request(run, tool_choice, fmt)
-        tokenizer = getattr(backend, "tokenizer", None)
-        return backend, request, grammar, self._assembly.settings(run, grammar, fmt, tokenizer)
-
-    async def _agenerate(self, run: RunState, tool_choice: str) -> tuple[TurnOutput, TurnGrammar]:
-        backend, request, grammar, settings = await in_decode_thread(
-            self._turn_inputs, run, tool_choice
-        )
-        try:
-            out = await backend.arun_turn(request, grammar, settings)
-        except AgentRunError as exc:
-            _keep_transcript(exc, run)
-            raise
-        return self._assembly.account(run, out, grammar, request.fmt), grammar
-
-    def _generate(self, run: RunState, tool_choice: str) -> tuple[TurnOutput, TurnGrammar]:
-        backend, request, grammar, settings = self._turn_inputs(run, tool_choice)
-        try:
-            out = backend.run_turn(request, grammar, settings)
-        except AgentRunError as exc:
-            _keep_transcript(exc, run)
-            raise
-        return self._assembly.account(run, out, grammar, request.fmt), grammar
+    # ------------------------------------------------------------------ runs
 
     async def _loop(
         self,
@@ -387,14 +371,41 @@ class Agent(Generic[OutputT]):
         settings: Mapping[str, Any] | None = None,
         usage_limits: UsageLimits | None = None,
         prepare_tools: PrepareTools | None = None,
+        approvals: Mapping[str, Approval] | None = None,
+        requires_approval: ApprovalPredicate | None = None,
     ) -> RunResult[OutputT]:
         """Run the agent until the model answers without calling tools.
 
         Generation runs in a worker thread (it is CPU/GPU bound); async tools are awaited on
         this loop. Raises `StepLimitExceeded`, `RetriesExhausted`, `TruncationError`,
-        `ToolExecutionError` — each with the transcript in `.messages`.
+        `ToolExecutionError`, `ContextLengthError`, `UsageLimitExceeded`, `ApprovalRequired`
+        — each with the transcript in `.messages`.
+
+        Args:
+            prompt: the user's message. None: answer `message_history` as it is (it must
+                end with a user turn), or resume calls awaiting approval (`approvals`).
+            message_history: the conversation so far (`Message`s or OpenAI-style dicts; a
+                run's `all_messages()`).
+            deps: anything the tools need (a database handle, the user): passed to them as
+                `RunContext.deps`.
+            max_steps: this run's limit on model turns, over the agent's.
+            settings: this run's `max_tokens`, `temperature`, `top_p` or `seed`, over the
+                agent's (any other key is a `ConfigError`).
+            usage_limits: a `UsageLimits` budget of tokens and tool calls; reaching it
+                stops the run with `UsageLimitExceeded`.
+            prepare_tools: `prepare_tools(ctx, tools)` returns the tools to offer on each
+                turn (some of the agent's; `ctx.step` is the turn).
+            approvals: resumes a run stopped by `ApprovalRequired` (pass its `messages` as
+                `message_history`): one decision per pending call id, True (run it), False or
+                `ToolDenied(message)` (not run; the model is told why) or `ToolReturn(value)`
+                (the app ran it: `value` is the result).
+            requires_approval: `requires_approval(ctx, call)` returns True for calls a
+                person must approve before they run (besides tools marked
+                `requires_approval`): the run then stops with `ApprovalRequired`.
         """
-        options = RunOptions(max_steps, settings, usage_limits, prepare_tools)
+        options = RunOptions(
+            max_steps, settings, usage_limits, prepare_tools, approvals, requires_approval
+        )
         return await self._loop(prompt, message_history, deps, options, None)
 
     def run_sync(
@@ -407,9 +418,16 @@ class Agent(Generic[OutputT]):
         settings: Mapping[str, Any] | None = None,
         usage_limits: UsageLimits | None = None,
         prepare_tools: PrepareTools | None = None,
+        approvals: Mapping[str, Approval] | None = None,
+        requires_approval: ApprovalPredicate | None = None,
     ) -> RunResult[OutputT]:
-        """`run` for synchronous code (also safe to call while an event loop is running)."""
-        options = RunOptions(max_steps, settings, usage_limits, prepare_tools)
+        """`run` for synchronous code (also safe to call while an event loop is running).
+
+        Parameters as `run`.
+        """
+        options = RunOptions(
+            max_steps, settings, usage_limits, prepare_tools, approvals, requires_approval
+        )
         return run_blocking(self._loop(prompt, message_history, deps, options, None))
 
     async def run_stream(
@@ -422,6 +440,8 @@ class Agent(Generic[OutputT]):
         settings: Mapping[str, Any] | None = None,
         usage_limits: UsageLimits | None = None,
         prepare_tools: PrepareTools | None = None,
+        approvals: Mapping[str, Approval] | None = None,
+        requires_approval: ApprovalPredicate | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """`run`, streamed: yields `sdk.events` as the run goes (text and argument deltas as
         they are generated, each call once validated, each tool result, each retry), then
@@ -429,9 +449,11 @@ class Agent(Generic[OutputT]):
         complete and validated, exactly as in `run`, which returns the same result.
 
         Leaving the loop early cancels the run; a turn being generated stops at its next
-        token.
+        token. Parameters as `run`.
         """
-        options = RunOptions(max_steps, settings, usage_limits, prepare_tools)
+        options = RunOptions(
+            max_steps, settings, usage_limits, prepare_tools, approvals, requires_approval
+        )
         async for event in stream_events(
             lambda sink: self._loop(prompt, message_history, deps, options, sink)
         ):
@@ -447,10 +469,17 @@ class Agent(Generic[OutputT]):
         settings: Mapping[str, Any] | None = None,
         usage_limits: UsageLimits | None = None,
         prepare_tools: PrepareTools | None = None,
+        approvals: Mapping[str, Approval] | None = None,
+        requires_approval: ApprovalPredicate | None = None,
     ) -> Iterator[StreamEvent]:
         """`run_stream` for synchronous code: a generator of the same events (the run goes on
-        in a background thread with its own event loop)."""
-        options = RunOptions(max_steps, settings, usage_limits, prepare_tools)
+        in a background thread with its own event loop).
+
+        Parameters as `run`.
+        """
+        options = RunOptions(
+            max_steps, settings, usage_limits, prepare_tools, approvals, requires_approval
+        )
         return iterate_blocking(
             lambda: stream_events(
                 lambda sink: self._loop(prompt, message_history, deps, options, sink)
@@ -464,6 +493,10 @@ class Agent(Generic[OutputT]):
 
         `tool_calls` holds the parsed calls with validated `args` (or the validation `error`);
         `output` is the turn's raw text. No retries. Used by the BFCL benchmark.
+
+        Args:
+            prompt: as in `run`.
+            message_history: as in `run`.
         """
         return plan(self, prompt, message_history)
 
@@ -472,11 +505,3 @@ class Agent(Generic[OutputT]):
         return (
             f"Agent(tools={list(self.tools)}, tool_choice={self.tool_choice!r}, output_type={out})"
         )
-
-
-def _keep_transcript(exc: AgentRunError, run: RunState) -> None:
-    """A backend's failure keeps the run's transcript (and, failing before any output, the
-    last turn's text)."""
-    exc.messages = list(run.messages)
-    if isinstance(exc, UnexpectedModelBehavior) and exc.raw_output is None:
-        exc.raw_output = run.last_raw

@@ -98,3 +98,14 @@ def check_call_bias(bias: Any) -> float | Literal["auto"] | None:
         if not math.isfinite(bias):
             raise ConfigError(f"auto_call_bias={bias!r}: expected a finite float")
     return bias
+
+
+def check_processors(processors: Any) -> tuple[Any, ...]:
+    """`history_processors`: a sequence of callables."""
+    if isinstance(processors, str | bytes) or not isinstance(processors, Iterable):
+        raise ConfigError(f"history_processors={processors!r}: expected a list of callables")
+    out = tuple(processors)
+    for p in out:
+        if not callable(p):
+            raise ConfigError(f"history_processors: {p!r} is not callable")
+    return out

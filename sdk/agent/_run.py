@@ -8,6 +8,7 @@ limits, and run a coroutine from synchronous code or as a stream of events.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import queue
 import threading
@@ -28,18 +29,22 @@ from pydantic import ValidationError
 
 from sdk import tracing
 from sdk._settings import UsageLimits, check_run_settings, check_sampling
+from sdk.agent._approvals import Approval, ApprovalPredicate, check_approvals, pending_calls
+from sdk.agent._approvals import resolve as resolve_pending
+from sdk.agent._model import agenerate, generate
 from sdk.agent._tools import PrepareTools, checked_args, format_validation_error
-from sdk.agent._turn import answer_text, split_reasoning
+from sdk.agent._turn import answer_text, disguised_call, split_reasoning
 from sdk.decoding.generate import SamplingConfig, TurnOutput
 from sdk.errors import (
     AgentRunError,
+    ApprovalRequired,
     ConfigError,
     FailedAttempt,
     StepLimitExceeded,
     TruncationError,
     UsageLimitExceeded,
 )
-from sdk.events import FinalResult, Retry, StreamEvent, ToolResult
+from sdk.events import CallDropped, FinalResult, Retry, StreamEvent, ToolResult
 from sdk.messages import Message, ToolCallPart, coerce_messages
 from sdk.result import RunResult, ToolCall, Usage
 
@@ -60,6 +65,8 @@ class RunOptions:
     settings: Mapping[str, Any] | None = None
     limits: UsageLimits | None = None
     prepare: PrepareTools | None = None
+    approvals: Mapping[str, Approval] | None = None  # decisions on a history's pending calls
+    approval: ApprovalPredicate | None = None  # which calls need approval (besides the tools')
 
 
 @dataclass
@@ -82,6 +89,10 @@ class RunState:
     # Every call that ran, by name and canonical arguments: a repeat gets its result again.
     results: dict[str, Any] = field(default_factory=dict)
     repeats: int = 0  # calls of the current turn answered from `results`
+    approval: ApprovalPredicate | None = None
+    pending: list[ToolCall] = field(default_factory=list)  # validated, awaiting approval
+    resume: list[ToolCallPart] = field(default_factory=list)  # the history's pending calls
+    decisions: dict[str, Approval] = field(default_factory=dict)  # and what to do with them
     # Set when the run's task is cancelled: its worker thread stops at the next token (and a
     # batched model frees the turn's row) instead of generating to max_tokens unobserved.
     cancel: threading.Event = field(default_factory=threading.Event)
@@ -94,6 +105,8 @@ async def execute(
     attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "sdk.Agent"}
     with tracing.span("invoke_agent", attrs) as s:
         try:
+            if run.resume:
+                await resolve_pending(agent, run, run.resume, run.decisions)
             result = await run_steps(agent, run, new_from, max_steps)
         except AgentRunError as exc:
             exc.tool_calls = exc.tool_calls or list(run.tool_calls)
@@ -115,7 +128,9 @@ async def run_steps(
     limit = agent.max_steps if max_steps is None else max_steps
     position = 1  # which of the per-turn tool choices this turn takes
     retry: str | None = None  # the failed turn's choice, kept for its retry
-    for step in range(1, limit + 1):
+    step = 0
+    while step < limit:
+        step += 1
         if retry is None:
             tool_choice = agent._choice(position)
             agent._tool_manager.prepare(run, step, tool_choice)
@@ -125,17 +140,29 @@ async def run_steps(
         check_limits(run, calls=0)
         with tracing.span(f"chat {model_name(agent)}", chat_attributes(agent, run)) as s:
             try:
-                out, grammar = await agent._agenerate(run, tool_choice)
+                out, grammar = await agenerate(
+                    agent._models.current, agent._assembly, run, tool_choice
+                )
             except TruncationError as exc:
                 _retry_cut_value(agent, run, exc, step)  # raises once the retries are spent
                 retry = tool_choice
                 continue
             tracing.annotate(s, usage_attributes(out.usage, out.finish_reason))
         check_limits(run, calls=0)
-        calls, ids = record_turn(agent, run, out, grammar)
+        calls = agent._assembly.calls(out, grammar, agent.resolved_format())
+        redo = _got_nowhere(agent, run, out, grammar, calls, step)
+        if redo is not None:  # the turn is generated again, under another choice
+            retry, same_step = redo
+            step -= same_step
+            continue
+        calls, ids = record_turn(agent, run, out, grammar, calls)
         if calls:
             run.repeats = 0
             await _run_calls(agent, run, calls, ids, step, grammar.tool_names)
+            if run.pending:  # the run stops here; the app resumes it with the decisions
+                raise ApprovalRequired(
+                    run.pending, messages=list(run.messages), raw_output=run.last_raw
+                )
             retry = _retry_choice(run, failed_before, len(calls), tool_choice)
             if run.repeats == len(calls):  # nothing new: the model has what it asked for
                 retry = "none"
@@ -183,10 +210,20 @@ def new_run(
     system = agent._assembly.system_text(agent.system_prompt)
     messages = with_instructions(coerce_messages(history), system)
     new_from = len(messages)
-    if prompt is not None:
+    pending = pending_calls(messages)
+    if pending or options.approvals is not None:
+        if prompt is not None and pending:
+            raise ConfigError(
+                "the history ends with calls awaiting approval: resume it with "
+                "approvals={...} and no prompt"
+            )
+        decisions = check_approvals(pending, options.approvals)
+    elif prompt is not None:
         messages.append(Message.user(prompt))
     elif not messages or messages[-1].role == "assistant":
         raise ValueError("nothing to answer: pass a prompt or a history ending in a user turn")
+    if options.approval is not None and not callable(options.approval):
+        raise ConfigError(f"requires_approval={options.approval!r}: expected a callable")
     overrides = check_run_settings(options.settings)
     sampling = agent.sampling
     if overrides.keys() & {"temperature", "top_p", "seed"}:
@@ -206,15 +243,18 @@ def new_run(
         limits=options.limits,
         prepare=options.prepare,
         offered=dict(agent.tools),
+        approval=options.approval,
     )
+    if pending:
+        run.resume, run.decisions = pending, decisions
     return run, new_from
 
 
 def model_name(agent: Agent[Any]) -> str:
-    spec = agent._model_spec
-    if isinstance(spec, str):
-        return spec
-    backend = agent._backend if agent._backend is not None else spec
+    slot = agent._models.current
+    if isinstance(slot.spec, str):
+        return slot.spec
+    backend = slot.backend() if slot.loaded else slot.spec
     return "smollm2" if backend is None else type(backend).__name__
 
 
@@ -235,7 +275,7 @@ def plan(
 ) -> RunResult[str]:
     """One turn without running its calls: `Agent.plan_sync`."""
     run, new_from = new_run(agent, prompt, history, None, RunOptions(), None)
-    out, grammar = agent._generate(run, agent._choice(1))
+    out, grammar = generate(agent._models.current, agent._assembly, run, agent._choice(1))
     calls, ids = record_turn(agent, run, out, grammar)
     for call, call_id in zip(calls, ids, strict=True):
         record = ToolCall(name=call.name, args=None, raw=call.raw, id=call_id, step=1)
@@ -257,14 +297,80 @@ def plan(
 
 
 def record_turn(
-    agent: Agent[Any], run: RunState, out: TurnOutput, grammar: TurnGrammar
+    agent: Agent[Any],
+    run: RunState,
+    out: TurnOutput,
+    grammar: TurnGrammar,
+    calls: list[ParsedCall] | None = None,
 ) -> tuple[list[ParsedCall], list[str]]:
-    """The turn's calls with their ids; the turn joins the transcript (`run` and
-    `plan_sync` alike)."""
-    calls = agent._assembly.calls(out, grammar, agent.resolved_format())
+    """The turn's calls (parsed here unless given) with their ids; the turn joins the
+    transcript and counts as a step (`run` and `plan_sync` alike)."""
+    if calls is None:
+        calls = agent._assembly.calls(out, grammar, agent.resolved_format())
     ids = call_ids(run.messages, len(calls))
     run.messages.append(assistant_message(out, calls, ids))
+    run.usage.steps += 1
     return calls, ids
+
+
+_DISGUISED = "Please answer my question in plain text now, from the tool results above."
+
+
+def _got_nowhere(
+    agent: Agent[Any],
+    run: RunState,
+    out: TurnOutput,
+    grammar: TurnGrammar,
+    calls: list[ParsedCall],
+    step: int,
+) -> tuple[str, bool] | None:
+    """Is this turn to be generated again? None: no, it stands. Else the tool choice to
+    generate it with, and whether that is the same step (the turn never enters the
+    transcript) or the next.
+
+    - Every call loops (`_loops`): nothing new asked for, the model has the results it needs
+      (small tool-trained models call again instead of answering): an answer, no tools.
+    - An answer that is a call written as text (`disguised_call`): with tools shown, the
+      model meant to call: the tool it named is called, under the grammar (an answer if it
+      named none offered). Without tools, it is asked once more for the answer, under the
+      output's retry budget (the call text stays out of the transcript, where it would be
+      copied).
+    """
+    if grammar.tool_names and agent._tool_manager.loops_only(run, calls):
+        _answer_instead(run, calls, step)
+        return "none", True
+    named = None if calls else _disguised(agent, out)
+    if named is None:
+        return None
+    if grammar.tool_names:
+        choice = named if named in grammar.tool_names else "none"
+        _log.info("the answer was a call written as text; generated again as %r", choice)
+        if run.sink is not None:
+            run.sink(Retry(step, None, f"a call written as text: generated again as {choice!r}"))
+        return choice, True
+    agent._tool_manager.fail(run, "\x00output", FailedAttempt(None, out.text, _DISGUISED, step))
+    if run.messages[-1].content != _DISGUISED:
+        run.messages.append(Message.user(_DISGUISED))
+    return "none", False
+
+
+def _disguised(agent: Agent[Any], out: TurnOutput) -> str | None:
+    """The tool a text answer of an agent with tools calls in disguise ("" for none offered;
+    None: a real answer; `disguised_call`)."""
+    if not agent.tools or agent._output_adapter is not None:
+        return None
+    fmt = agent.resolved_format()
+    return disguised_call(answer_text(out, fmt), fmt, agent.tools)
+
+
+def _answer_instead(run: RunState, calls: Sequence[ParsedCall], step: int) -> None:
+    """A turn whose calls all loop is dropped for an answer turn."""
+    run.usage.repeated_calls += len(calls)
+    names = ", ".join(sorted({c.name for c in calls}))
+    _log.info("loop (%s): nothing new asked for; the model answers instead", names)
+    if run.sink is not None:
+        for i in range(len(calls)):
+            run.sink(CallDropped(step, i))
 
 
 def final_result(
@@ -286,6 +392,7 @@ def _retry_cut_value(agent: Agent[Any], run: RunState, exc: TruncationError, ste
     """`max_tokens` cut a call or a typed output: a failed attempt like an invalid one (a
     runaway value is what feedback can fix), retried under the run's retry budget; the
     `TruncationError` itself once that is spent. The cut value is never used."""
+    run.usage.steps += 1  # the cut turn was a step, whether it is retried or not
     key = "\x00max_tokens"
     run.failures[key] = run.failures.get(key, 0) + 1
     if agent._tool_manager.stop(run.failures[key]):
@@ -328,6 +435,8 @@ async def _run_calls(
         check_limits(run, calls=1)
         with tracing.span(f"execute_tool {call.name}", attrs):
             reply = await agent._tool_manager.call(run, call, call_id, step, offered)
+        if reply is None:  # awaiting approval
+            continue
         run.messages.append(reply)
         if run.sink is not None:
             run.sink(ToolResult(step, call_id, call.name, reply.content))
@@ -425,7 +534,10 @@ def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             box["error"] = exc
 
-    th = threading.Thread(target=target, name="sdk-run-sync")
+    # The caller's context goes along (an `Agent.override` in force, tracing's span).
+    th = threading.Thread(
+        target=contextvars.copy_context().run, args=(target,), name="sdk-run-sync"
+    )
     with _BLOCKED_LOCK:
         _BLOCKED.add(loop)
     try:
@@ -475,7 +587,8 @@ def iterate_blocking(events: Callable[[], AsyncIterator[StreamEvent]]) -> Iterat
             box.put(exc)
         box.put(end)
 
-    thread = threading.Thread(target=asyncio.run, args=(pump(),), daemon=True)
+    ctx = contextvars.copy_context()
+    thread = threading.Thread(target=ctx.run, args=(asyncio.run, pump()), daemon=True)
     thread.start()
     while (item := box.get()) is not end:
         if isinstance(item, BaseException):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pydantic_core
 from pydantic import ValidationError
 
+from sdk.agent._loops import ResultValues, loops
 from sdk.errors import (
     ConfigError,
     FailedAttempt,
@@ -122,6 +123,15 @@ def checked_args(call: ParsedCall, tool: Any) -> tuple[Any, str | None]:
         return None, f"Validation feedback:\n{type(exc).__name__}: {exc}"
 
 
+def needs_approval(run: RunState, tool: Any, record: ToolCall, step: int) -> bool:
+    if getattr(tool, "requires_approval", False):
+        return True
+    if run.approval is None:
+        return False
+    ctx = RunContext(deps=run.deps, tool_name=record.name, step=step)
+    return bool(run.approval(ctx, record))
+
+
 class ToolManager:
     """The agent's tools and what a run does with them."""
 
@@ -152,6 +162,23 @@ class ToolManager:
             raise ConfigError(f"tool_choice={tool_choice!r} but prepare_tools left that tool out")
         run.offered = offered
 
+    def loops_only(self, run: RunState, calls: Sequence[ParsedCall]) -> bool:
+        """Does every call of the turn repeat one that already ran in this run, up to values
+        copied from the run's results (`sdk.agent._loops`), each of a tool not marked
+        `repeatable`? Such a turn gets nowhere: the model should answer."""
+        ran = [c for c in run.tool_calls if c.args is not None and c.error is None]
+        if not calls or not ran:
+            return False
+        values = ResultValues([c.result for c in ran])
+        for call in calls:
+            tool = run.offered.get(call.name)
+            if tool is None or getattr(tool, "repeatable", False):
+                return False
+            args, _ = checked_args(call, tool)
+            if args is None or not loops(call.name, args, ran, values):
+                return False
+        return True
+
     def fail(self, run: RunState, key: str, attempt: FailedAttempt) -> None:
         """Record a failed attempt (a call or the output); `RetriesExhausted` once `key` has
         used its budget."""
@@ -178,8 +205,11 @@ class ToolManager:
         call_id: str,
         step: int,
         offered: Sequence[str] | None = None,
-    ) -> Message:
-        """Check and run one call; its result (or the feedback to retry with) as a message."""
+        *,
+        approved: bool = False,
+    ) -> Message | None:
+        """Check and run one call; its result (or the feedback to retry with) as a message.
+        None: the call waits for a person's approval (`run.pending`); `approved` skips that."""
         # Re-checked here whatever produced the call (a remote server, a custom format): only
         # a tool offered THIS turn (`offered`, the turn grammar's names) may run.
         tool: Any = run.offered.get(call.name) if offered is None or call.name in offered else None
@@ -214,6 +244,9 @@ class ToolManager:
                     tool_call_id=call_id,
                     name=call.name,
                 )
+            if not approved and needs_approval(run, tool, record, step):
+                run.pending.append(record)
+                return None
             try:
                 record.result = await self._execute(run, tool, record)
                 run.results[key] = record.result
@@ -247,7 +280,10 @@ class ToolManager:
         """Async tools are awaited on the loop; sync ones run in a worker thread, so a slow
         one stalls neither the event loop nor the run's events (`Tool.acall` does both)."""
         ctx = RunContext(
-            deps=run.deps, tool_name=record.name, retry=run.failures.get(record.name, 0)
+            deps=run.deps,
+            tool_name=record.name,
+            retry=run.failures.get(record.name, 0),
+            step=record.step,
         )
         acall = getattr(tool, "acall", None)
         if acall is not None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+import re
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
@@ -40,6 +41,8 @@ from sdk.decoding.formats import (
 from sdk.decoding.generate import TurnOutput, TurnRequest
 from sdk.decoding.turn_grammar import TurnGrammar, build_turn_grammar
 from sdk.errors import TruncationError
+from sdk.history import HistoryProcessor
+from sdk.history import apply as apply_processors
 
 if TYPE_CHECKING:
     from sdk.agent._run import RunState
@@ -60,6 +63,7 @@ class TurnAssembly:
     parallel_tool_calls: bool
     drop_repeated_calls: bool
     token_healing: bool
+    history_processors: tuple[HistoryProcessor, ...] = ()
 
     # ------------------------------------------------------------------ before the turn
 
@@ -111,8 +115,11 @@ class TurnAssembly:
     ) -> tuple[TurnRequest, TurnGrammar]:
         grammar = self.turn_grammar(tool_choice, fmt, run.offered)
         # Every tool is shown (a named tool_choice narrows the grammar, not the prompt).
+        messages = run.messages
+        if self.history_processors:
+            messages = apply_processors(self.history_processors, messages)
         request = TurnRequest(
-            messages=tuple(run.messages),
+            messages=tuple(messages),
             tools=list(run.offered.values()) if tool_choice != "none" else [],
             tool_choice=tool_choice,
             output_schema=self.output_schema,
@@ -163,7 +170,13 @@ class TurnAssembly:
             at_start_only=traits.whole_reply,
         )
         if grammar.mode == "auto" and self.auto_call_bias is not None:
-            return replace(gate, bias=self.call_bias(tokenizer), name_prefix=_name_prefix(fmt))
+            prefix = _name_prefix(fmt)
+            return replace(
+                gate,
+                bias=self.call_bias(tokenizer),
+                name_prefix=prefix,
+                untagged=None if traits.whole_reply else _untagged(fmt, prefix),
+            )
         budget = self.reasoning_tokens if grammar.mode == "required" and not thinking else 0
         if budget > 0 or tracked or thinking:
             return replace(gate, budget=budget or None)
@@ -193,14 +206,13 @@ class TurnAssembly:
     ) -> TurnOutput:
         """Usage and the truncation check, the same for every backend."""
         run.usage.add(out.usage)
-        run.usage.steps += 1
         run.last_raw = out.text
         if _log.isEnabledFor(logging.DEBUG):
             u = out.usage
             _log.debug(
                 "turn %d (%s): %d tokens (%d forced), %d forward passes, mask %.3f s of "
                 "%.3f s, finish=%s",
-                run.usage.steps,
+                run.usage.steps + 1,
                 grammar.mode,
                 u.completion_tokens,
                 u.forced_tokens,
@@ -234,8 +246,8 @@ class TurnAssembly:
         counts only when the model or the grammar ended it, even if the cut left text the
         grammar accepts (`12` of `12345`). A cut in "auto"'s free text is an ordinary
         "length" finish."""
-        if out.finish_reason != "length" or not grammar.constrained:
-            return False
+        if out.finish_reason != "length" or not grammar.constrained or grammar.mode == "none":
+            return False  # free text (an answer) cut short is an ordinary "length" finish
         if out.dropped == "truncated":  # the cut call is gone; the turn is its complete calls
             _log.warning(
                 "max_tokens=%d ran out inside a call: it was dropped, the %d complete calls "
@@ -296,6 +308,71 @@ def answer_text(out: TurnOutput, fmt: ToolCallFormat) -> str:
     return str(unwrap(answer)) if unwrap is not None else answer
 
 
+_ARGUMENT_KEYS = ("arguments", "parameters", "args")
+_JSON_START = re.compile(r"[{\[]")
+_ARGS_MEMBER = re.compile(
+    r"""\\?["']?[ \t]*,?\s*\\?["']?(?:arguments|parameters|args)\\?["']?\s*[:=]"""
+)
+_NAME_MEMBER = re.compile(r"""\bname\\?["']?\s*[:=]\s*\\?["']?([A-Za-z0-9_-]{1,64})""")
+_MAX_JSON_STARTS = 64  # bounds the scan of a long answer (each start is one JSON decode)
+
+
+def _call_name(value: Any, names: Collection[str]) -> str | None:
+    """The tool a call-shaped JSON value names ("" when it names no offered tool); None when
+    the value is not shaped like a call."""
+    if isinstance(value, list):  # calls in a list, or `["tool", {arguments}]`
+        if value and isinstance(value[0], str):
+            return value[0] if value[0] in names else None
+        found = [_call_name(v, names) for v in value[:8]]
+        return max((f for f in found if f is not None), default=None, key=len)
+    if not isinstance(value, dict):
+        return None
+    fn = value.get("function")
+    if isinstance(fn, dict):  # OpenAI's {"type": "function", "function": {...}}
+        value = fn
+    name = value.get("name")
+    if not isinstance(name, str):
+        return None
+    if name in names:
+        return name
+    return "" if any(k in value for k in _ARGUMENT_KEYS) else None
+
+
+def disguised_call(text: str, fmt: ToolCallFormat, names: Collection[str]) -> str | None:
+    """Is this answer a tool call written as text: the format's envelope, a `name` member
+    naming an offered tool (quoted or not, even in broken JSON), or a JSON value shaped like
+    a call (a `name` and its arguments), bare, in a list or in a fence, anywhere in the text?
+    Returns the offered tool it names ("" for none), None for an answer. Grammars keep the
+    common shapes out of local answers; this catches the rest, and what a server or a
+    scripted model returns."""
+    found: str | None = None
+    for m in _NAME_MEMBER.finditer(text):  # `"name": "get_weather"`, `name: calculate`
+        if m.group(1) in names:
+            return m.group(1)
+        if _ARGS_MEMBER.match(text, m.end()):  # a name, then its arguments: a call still
+            found = ""
+    decoder = json.JSONDecoder()
+    for tries, m in enumerate(_JSON_START.finditer(text)):
+        if tries >= _MAX_JSON_STARTS:
+            break
+        try:
+            value = decoder.raw_decode(text, m.start())[0]
+        except ValueError:
+            continue
+        name = _call_name(value, names)
+        if name:
+            return name
+        found = found if name is None else name
+    if found is not None:
+        return found
+    traits = format_traits(fmt)
+    if traits.whole_reply:  # calls are the whole reply: an opener inside text is text
+        return "" if text.lstrip().startswith(fmt.opener) else None
+    if fmt.opener in text or (traits.closer and traits.closer in text):
+        return ""
+    return None
+
+
 def _name_prefix(fmt: ToolCallFormat) -> str | None:
     """A call's text up to the first character of its tool name, as `fmt` renders it (None
     when the name is not a JSON string there)."""
@@ -303,3 +380,12 @@ def _name_prefix(fmt: ToolCallFormat) -> str | None:
     text = fmt.render_call(marker, {})
     at = text.find(json.dumps(marker))
     return text[: at + 1] if at >= 0 else None
+
+
+def _untagged(fmt: ToolCallFormat, name_prefix: str | None) -> str | None:
+    """How a call's body opens without its envelope (`{"name": "` for Hermes), where that
+    is JSON: the start tool-trained models write calls with when the opener is not forced."""
+    if name_prefix is None or not name_prefix.startswith(fmt.opener):
+        return None
+    body = name_prefix[len(fmt.opener) :].lstrip()
+    return body if body.startswith(("{", "[")) else None

@@ -158,6 +158,10 @@ def run_local_turn(
     """The SDK's decoding loop over a local model's session: the turn grammar's matcher
     masks every step, forced text is fast-forwarded, the gate steers call boundaries."""
     turn = open_turn(model, request, grammar, settings.gate)
+    max_tokens = settings.max_tokens
+    limit = getattr(model, "context_length", None)  # the window caps the turn: a "length" end
+    if isinstance(limit, int):
+        max_tokens = max(1, min(max_tokens, limit - len(turn.session.prompt_ids)))
     stream = None
     if settings.scanner is not None:
         stream = TokenStream(settings.scanner, turn.index.decode_bytes)
@@ -167,7 +171,7 @@ def run_local_turn(
         turn.matcher,
         turn.index,
         model.tokenizer,
-        max_tokens=settings.max_tokens,
+        max_tokens=max_tokens,
         sampling=settings.sampling,
         gate=turn.gate,
         heal=settings.heal,

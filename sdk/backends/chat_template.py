@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from sdk._memo import per_object
 from sdk.decoding.call_style import CallStyle
-from sdk.decoding.formats import CallFormat, format_traits
+from sdk.decoding.formats import CallFormat, format_traits, prompt_content
 from sdk.decoding.generate import TurnRequest
 
 if TYPE_CHECKING:
@@ -174,8 +174,9 @@ def detect_call_format(tokenizer: Any) -> CallFormat:
 
 
 def _fallback_dicts(request: TurnRequest) -> list[dict[str, Any]]:
-    """Messages for templates without tool support: tools in the system prompt, results as
-    `<tool_response>` user turns (consecutive results share one turn)."""
+    """Messages for templates without tool support: tools in the system prompt, calls as
+    the format writes them (`prompt_content`), results as `<tool_response>` user turns
+    (consecutive results share one turn)."""
     fmt = request.fmt
     out: list[dict[str, Any]] = []
     for m in request.messages:
@@ -186,7 +187,7 @@ def _fallback_dicts(request: TurnRequest) -> list[dict[str, Any]]:
             else:
                 out.append({"role": "user", "content": text, "_tool_results": True})
         else:
-            out.append({"role": m.role, "content": m.content})
+            out.append({"role": m.role, "content": prompt_content(m, fmt)})
     if request.tools:
         tools_text = fmt.tools_prompt([t.to_openai() for t in request.tools])
         if out and out[0]["role"] == "system":
@@ -205,9 +206,14 @@ def render_prompt(tokenizer: Any, request: TurnRequest) -> str:
         if history is not None:  # the format rebuilds what its template expects
             msgs = [history(m) for m in request.messages]
         else:
-            msgs = [m.to_dict() for m in request.messages]
-            for d in msgs:  # the raw text already holds the calls; don't render them twice
+            # The content shows the calls (the model's raw text, or the calls of an
+            # OpenAI-format turn rendered in its format); don't render them twice.
+            msgs = []
+            for m in request.messages:
+                d = m.to_dict()
                 d.pop("tool_calls", None)
+                d["content"] = prompt_content(m, request.fmt)
+                msgs.append(d)
         return _apply(tokenizer, msgs, tools=[t.to_openai() for t in request.tools])
     return _apply(tokenizer, _fallback_dicts(request))
 

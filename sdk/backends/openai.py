@@ -35,10 +35,10 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from sdk.decoding.formats import ParsedCall, format_traits
+from sdk.decoding.formats import ParsedCall, openai_message
 from sdk.decoding.generate import SamplingConfig, TurnOutput, TurnRequest
 from sdk.errors import RemoteModelError, RemoteTimeoutError, UnexpectedModelBehavior
 from sdk.result import Usage
@@ -47,7 +47,6 @@ if TYPE_CHECKING:
     import httpx
 
     from sdk.decoding.turn_grammar import TurnGrammar
-    from sdk.messages import Message
 
 __all__ = [
     "Constraint",
@@ -322,9 +321,7 @@ class OpenAIChatModel:
         if name is not None:
             body["model"] = name
         grammar_mode = self.constraint in _GRAMMAR_MODES
-        body["messages"] = (
-            _hermes_messages(request) if grammar_mode else _native_messages(request.messages)
-        )
+        body["messages"] = _hermes_messages(request) if grammar_mode else _native_messages(request)
         body["max_tokens"] = max_tokens
         body["temperature"] = sampling.temperature
         if sampling.top_p < 1.0:
@@ -332,7 +329,9 @@ class OpenAIChatModel:
         if sampling.seed is not None:
             body["seed"] = sampling.seed
         if grammar_mode:
-            if grammar.lark is not None:
+            # A "none" turn's answer rule stays local: the agent checks the text it gets back
+            # (a server's grammar sampler would pay per token for free text).
+            if grammar.lark is not None and grammar.mode != "none":
                 text = self.gbnf_for(grammar) if self.constraint == "gbnf" else grammar.lark
                 _put(body, self.grammar_field, text)
         else:
@@ -498,54 +497,27 @@ def _native_tool_choice(request: TurnRequest) -> Any:
     return {"type": "function", "function": {"name": choice}}
 
 
-def _args_text(arguments: Any, raw: str) -> str:
-    return raw or json.dumps(arguments, ensure_ascii=False)
-
-
-def _native_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """The transcript in the OpenAI shape: calls as `tool_calls` (arguments as JSON text)."""
+def _native_messages(request: TurnRequest) -> list[dict[str, Any]]:
+    """The transcript in the OpenAI shape (`openai_message`): calls as `tool_calls`
+    (arguments as JSON text), cut out of the text a local model wrote them in, so the server
+    does not see them twice. An assistant turn without text keeps `content: ""` (servers
+    that refuse a null content take it)."""
     out: list[dict[str, Any]] = []
-    for m in messages:
-        d: dict[str, Any] = {"role": m.role, "content": m.content}
-        if m.role == "assistant" and m.tool_calls:
-            d["tool_calls"] = [
-                {
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": _args_text(c.arguments, c.raw)},
-                }
-                for c in m.tool_calls
-            ]
-        if m.role == "tool":
-            d["tool_call_id"] = m.tool_call_id or ""
-            if m.name:
-                d["name"] = m.name
+    for m in request.messages:
+        d = openai_message(m, request.fmt)
+        if d["content"] is None:
+            d["content"] = ""
         out.append(d)
     return out
 
 
 def _hermes_messages(request: TurnRequest) -> list[dict[str, Any]]:
-    """Grammar modes: tools described in the system prompt, calls as Hermes text in the
-    assistant turns, results as `<tool_response>` user turns (what the turn grammar speaks)."""
-    from dataclasses import replace
-
+    """Grammar modes: tools described in the system prompt, calls as text in the assistant
+    turns (`prompt_content`: OpenAI-format turns written in the format), results as
+    `<tool_response>` user turns: what the turn grammar speaks, as a local model sees it."""
     from sdk.backends.chat_template import _fallback_dicts
-    from sdk.messages import Message
 
-    fmt = request.fmt
-    msgs: list[Message] = []
-    for m in request.messages:
-        if m.role == "assistant" and m.tool_calls and fmt.opener not in m.content:
-            items = [(c.name, c.arguments) for c in m.tool_calls]
-            several = format_traits(fmt).render_calls
-            calls = (
-                str(several(items))
-                if several is not None
-                else "\n".join(fmt.render_call(n, a) for n, a in items)
-            )
-            m = Message.assistant((m.content + "\n" if m.content else "") + calls, m.tool_calls)
-        msgs.append(m)
-    return _fallback_dicts(replace(request, messages=tuple(msgs)))
+    return _fallback_dicts(request)
 
 
 def _parsed_call(raw: Any) -> ParsedCall:

@@ -35,6 +35,7 @@ from sdk.backends.chat_template import (
     template_supports_tools,
 )
 from sdk.decoding.generate import TurnRequest
+from sdk.errors import ContextLengthError
 
 if TYPE_CHECKING:
     import torch
@@ -152,8 +153,24 @@ class TransformersModel:
             self._index = index_for(self.tokenizer)
         return self._index
 
+    @property
+    def context_length(self) -> int | None:
+        """The model's context window in tokens (its config's), None where unknown."""
+        config = getattr(self.model, "config", None)
+        for key in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+            value = getattr(config, key, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        return None
+
     def render(self, request: TurnRequest) -> list[int]:
-        return encode_prompt(self.tokenizer, render_prompt(self.tokenizer, request))
+        """The turn's prompt ids; `ContextLengthError` when they leave no room to generate
+        (checked here, before a forward pass, with the numbers)."""
+        ids = encode_prompt(self.tokenizer, render_prompt(self.tokenizer, request))
+        limit = self.context_length
+        if limit is not None and len(ids) >= limit:
+            raise ContextLengthError(len(ids), limit)
+        return ids
 
     def begin_turn(self, request: TurnRequest) -> _HFSession | _BatchedSession:
         scheduler = self.scheduler

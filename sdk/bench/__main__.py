@@ -16,6 +16,8 @@ subcommands:
   concurrency     concurrent runs on the embedded model: batched vs one at a time
                   (calls/s, latency p50/p95, memory); see `concurrency --help`
   index           tokenizer index: build vs disk-cache load vs llguidance; see `index --help`
+  loop            the agent's tool loop as apps use it: real answers, tool executions, repeats,
+                  seconds per run, today's tree vs older checkouts; see `loop --help`
 """
 
 
@@ -50,12 +52,19 @@ def _index(argv: list[str]) -> int:
     return main(argv)
 
 
+def _loop(argv: list[str]) -> int:
+    from .loop import main
+
+    return main(argv)
+
+
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "maskbench": _maskbench,
     "e2e": _e2e,
     "bfcl": _bfcl,
     "index": _index,
     "concurrency": _concurrency,
+    "loop": _loop,
 }
 
 

@@ -97,6 +97,10 @@ class CallGate:
     reasoning_opened: bool = False  # the prompt ends inside the span (R1's `<think>\n`)
     # Calls are the whole reply (pythonic lists): the opener counts only before any text.
     at_start_only: bool = False
+    # A call's body start without its envelope (`{"name": "`): how tool-trained models write
+    # calls when the envelope is not forced. Where the reply opens, the model's mass on it
+    # counts as mass on a call (the grammar keeps such text from being an answer).
+    untagged: str | None = None
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,7 @@ class GateRun:
         self.name_prefix = (gate.name_prefix or "").encode()
         self.closer = gate.closer.encode() if gate.closer else None
         self.tables = _tables(index, self.opener)
+        self.untagged = _tables(index, gate.untagged.encode()).opener_ids if gate.untagged else None
         self.text = bytearray()
         self.boundary = gate.bias is not None  # the turn's start is a boundary
         self.since = 0  # where the text after the last call (or the turn's start) begins
@@ -176,10 +181,23 @@ class GateRun:
         if self.thinking:
             self.boundary = False  # the decision waits for the reasoning's end
 
-    def steer(self, logits: torch.Tensor) -> bytes:
+    def wants_raw(self) -> bool:
+        """Does the next `steer` need the logits before the grammar's mask (to read the
+        model's mass on an untagged call, which the mask removes)?"""
+        return (
+            self.untagged is not None
+            and self.boundary
+            and not self.in_call
+            and not self.thinking
+            and self.since == 0
+            and not self.text.strip(_WS)
+        )
+
+    def steer(self, logits: torch.Tensor, raw: torch.Tensor | None = None) -> bytes:
         """At a decision point: the opener, when a call must open now (the caller forces its
         tokens instead of sampling), else b"" after restricting `logits` (already masked by
-        the grammar) in place where the decision is "no call"."""
+        the grammar) in place where the decision is "no call". `raw`: the same logits
+        before the mask, where `wants_raw()` asked for them."""
         if self.in_call:
             return b""
         if self.thinking:
@@ -192,9 +210,9 @@ class GateRun:
             return self.opener
         if not self.boundary or self.text[self.since :].strip(_WS):
             return b""
-        return self._decide(logits)
+        return self._decide(logits, raw)
 
-    def _decide(self, logits: torch.Tensor) -> bytes:
+    def _decide(self, logits: torch.Tensor, raw: torch.Tensor | None = None) -> bytes:
         import torch
 
         n = min(logits.shape[-1], len(self.tables.neutral))
@@ -203,9 +221,27 @@ class GateRun:
         neutral = torch.zeros(logits.shape[-1], dtype=torch.bool)
         neutral[:n] = torch.from_numpy(self.tables.neutral[:n])
         neutral &= ~is_open
+        bare = torch.zeros(logits.shape[-1], dtype=torch.bool)
+        if raw is not None and self.untagged is not None:
+            bare[torch.from_numpy(self.untagged[self.untagged < logits.shape[-1]])] = True
+            # Only where the grammar rules it out as text (a typed output's `{` is no call).
+            bare &= torch.isneginf(logits) & ~(is_open | neutral)
         p_open = _logsumexp(lp[is_open])
+        if bool(bare.any()):
+            # The untagged call's mass, in the units of `lp` (the share of what the mask
+            # allows): the grammar removed it from the text the model may write.
+            assert raw is not None
+            raw_lp = torch.log_softmax(raw.float(), dim=-1)
+            allowed = _logsumexp(raw_lp[~torch.isneginf(logits)])
+            p_bare = _logsumexp(raw_lp[bare])
+            if p_bare > -math.inf:
+                p_bare = p_bare - allowed if allowed > -math.inf else math.inf
+                hi, lo = max(p_open, p_bare), min(p_open, p_bare)
+                p_open = (
+                    hi if math.isinf(hi) or lo == -math.inf else hi + math.log1p(math.exp(lo - hi))
+                )
         p_neutral = _logsumexp(lp[neutral])
-        p_other = _logsumexp(lp[~(is_open | neutral)])
+        p_other = _logsumexp(lp[~(is_open | neutral | bare)])
         if p_neutral > max(p_open, p_other):
             return b""  # whitespace first: decide on the token after it
         self.boundary = False

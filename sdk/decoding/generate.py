@@ -259,12 +259,13 @@ def generate_turn(
             preset: int | None = None  # a token already chosen (by the call probe)
             t0 = time.perf_counter()
             if matcher is not None:
+                raw = logits.clone() if steer is not None and steer.wants_raw() else None
                 try:
                     matcher.apply_to_logits(logits)
                 except MatcherError as exc:  # dead state: cannot happen with a sound grammar
                     raise _rejected(index, out, str(exc)) from exc
                 if steer is not None:
-                    opener = steer.steer(logits)
+                    opener = steer.steer(logits, raw)
                     if opener == PROBE:
                         t_probe = time.perf_counter()
                         probe = _probe_call(

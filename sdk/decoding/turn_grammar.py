@@ -14,10 +14,13 @@ rules written here. Modes:
 
 - `"required"` / a tool name: `start: call (SEP call)*` (a name offers that tool only;
   without parallel calls, `start: call`); with reasoning, `start: TEXT? call ...`;
-- `"auto"`: `start: TEXT? (call TEXT?)*`, where TEXT is any text that does not contain the
+- `"auto"`: `start: HEAD? (call TEXT?)*`, where TEXT is any text that does not contain the
   call opener: free text is unconstrained, writing the opener enters the call grammar, and a
-  call once opened must be completed validly. With an `output_type`: `start: calls | output`;
-- `"none"`: no grammar (tools are not offered), unless an `output_type` constrains the reply.
+  call once opened must be completed validly. HEAD, the reply's opening text, is TEXT that
+  does not open as JSON either: a call without its envelope is no answer
+  (`_answer_regex`). With an `output_type`: `start: calls | output`;
+- `"none"`: tools are not offered; the reply is an answer under HEAD's rule (no grammar
+  without tools), or the `output_type`'s JSON.
 
 The JSON of call bodies and typed outputs is laid out in the format's `CallStyle` (compact,
 `json.dumps` spacing, bounded flexible or custom separators), exactly. Compiled grammars are
@@ -237,6 +240,42 @@ def _text_regex(fmt: ToolCallFormat) -> str:
     return _lark_regex(r"(?![\s\S]*" + re.escape(fmt.opener) + r")[\s\S]+")
 
 
+_JSON_START = r"(?:```[A-Za-z]*[ \t\r\n]*)?(?:\{|\[[ \t\r\n]*[\[{\"\]0-9-])"
+JSON_LEAD = r"[ \t\r\n]*" + _JSON_START
+"""How a reply opens when it is JSON (an object, a list of values), bare or in a Markdown
+fence of any language."""
+
+
+def _answer_regex(fmt: ToolCallFormat, *, nonblank: bool = False) -> str:
+    """A text reply next to tools: never the opener, and never opening as JSON (`nonblank`:
+    and not blank either, for a turn that must answer).
+
+    Tool-trained models write calls without their envelope when the envelope is not forced
+    (Qwen2.5-Coder-0.5B answers a tool result with `{"name": "get_weather", "arguments":
+    ...}` again and again until `max_tokens`); such text is a call in disguise, never an
+    answer. The gate sees the model's mass on that start as a call being considered
+    (`CallGate.untagged`) and decides it as one. A JSON reply is asked for with
+    `output_type`, which has its own grammar."""
+    no_opener = r"(?![\s\S]*" + re.escape(fmt.opener) + r")"
+    starts = [_JSON_START]
+    tag = _result_tag(fmt)
+    if tag:  # nor as a tool result (`<tool_response>`), which small models imitate
+        starts.insert(0, re.escape(tag))
+    lead = r"[ \t\r\n]*(?:" + "|".join(starts) + ")"
+    blank = r"(?=[\s\S]*[^ \t\r\n])" if nonblank else ""
+    return _lark_regex(no_opener + r"(?!" + lead + r")" + blank + r"[\s\S]+")
+
+
+def _result_tag(fmt: ToolCallFormat) -> str | None:
+    """The tag a tool result opens with where the prompt shows results as text
+    (`<tool_response>`), or None."""
+    try:
+        head = str(fmt.tool_result_text("x", "y")).lstrip().split("\n", 1)[0]
+    except Exception:  # noqa: BLE001 - a format of the user's own: no tag then
+        return None
+    return head if re.fullmatch(r"<[A-Za-z_|][^<>\s]{1,40}>", head) else None
+
+
 def _turn_lark(
     tools: Sequence[ToolSpec],
     mode: str,
@@ -252,6 +291,9 @@ def _turn_lark(
     out_start = f"{lark_literal(prefix)} out_start" if prefix else "out_start"
     if mode == "output":
         parts.append(f"start: {out_start}")
+    elif mode == "none":  # tools exist but are not offered: the reply is an answer, not blank
+        parts.append("start: ANSWER")
+        parts.append("ANSWER: " + _answer_regex(fmt, nonblank=True))
     else:
         if traits.calls_rule is not None:
             calls = traits.calls_rule("call", parallel)
@@ -276,17 +318,21 @@ def _turn_lark(
             if traits.whole_reply:
                 # The reply is either text or the calls; text never opens like a call.
                 parts.append(f"start: TEXT | {unit}")
-                head = r"(?![ \t\r\n]*" + re.escape(fmt.opener) + r")[\s\S]+"
+                head = r"(?![ \t\r\n]*" + re.escape(fmt.opener) + r")(?!" + JSON_LEAD + r")"
+                head += r"[\s\S]+"
                 if prefix:
                     head = re.escape(prefix) + r"[\s\S]*"
                 parts.append("TEXT: " + _lark_regex(head))
-            else:
-                # Without parallel calls the turn ends with its one call.
-                parts.append(
-                    f"start: TEXT? ({unit} TEXT?)*" if parallel else f"start: TEXT | TEXT? {unit}"
-                )
-                # TEXT: anything never containing the opener (grammar-dialect.md, lookahead).
+            elif parallel:
+                # HEAD: the reply's opening text (an answer, or what precedes the calls);
+                # TEXT: text after a call. Neither contains the opener (grammar-dialect.md,
+                # lookahead); HEAD never opens like a call without its envelope.
+                parts.append(f"start: HEAD? ({unit} TEXT?)*")
+                parts.append("HEAD: " + _answer_regex(fmt))
                 parts.append("TEXT: " + _text_regex(fmt))
+            else:  # the turn ends with its one call
+                parts.append(f"start: HEAD | HEAD? {unit}")
+                parts.append("HEAD: " + _answer_regex(fmt))
         parts += _call_rules(tools, fmt)
     if output_schema is not None:
         # Next to tools, a typed reply holding the opener would be read as a call.
@@ -356,6 +402,7 @@ def build_turn_grammar(
     `reasoning`: a required call may follow free text (the caller bounds its length).
     """
     names = tuple(t.name for t in tools)
+    guarded = False
     if tool_choice not in ("auto", "required", "none"):
         if tool_choice not in names:
             raise ValueError(f"tool_choice={tool_choice!r} names no offered tool {list(names)}")
@@ -364,11 +411,13 @@ def build_turn_grammar(
     elif tool_choice == "none" or not tools:
         if tool_choice == "required":
             raise ValueError('tool_choice="required" needs at least one tool')
+        # With tools in the conversation, a text reply is still kept from being a call.
+        guarded = bool(tools) and not format_traits(fmt).text_prefix
         tools, mode = [], "output" if output_schema is not None else "none"
     else:
         mode = tool_choice
     names = tuple(t.name for t in tools)
-    if mode == "none":
+    if mode == "none" and not guarded:
         return TurnGrammar("none", None, None, (), False)
 
     traits = format_traits(fmt)

@@ -58,6 +58,15 @@ class RunContext(Generic[DepsT]):
     """Run state for tools whose first parameter is annotated `RunContext[...]`.
 
     That parameter is not part of the schema: the runner passes it, the model never sees it.
+    The run's `prepare_tools` and `requires_approval` callables get one too.
+
+    Attributes:
+        deps: the run's `deps=` (`Agent.run(deps=...)`): your database handle, user, ...
+        tool_name: the tool being called ("" for `prepare_tools`).
+        retry: for a tool's call, how many of this tool's calls failed so far in this run
+            (validation errors, `ModelRetry`): 0 on the first try; 0 for the callables.
+        step: the model turn (1-based) the call was made in (0 for a call approved when a
+            paused run resumes); for `prepare_tools`, the turn being prepared.
     """
 
     deps: DepsT
@@ -161,6 +170,24 @@ class Tool:
     Build with `@tool`, `Tool.from_function` or `Tool.from_model`. `strict` asks the grammar to
     enforce every schema keyword (checked at definition); otherwise keywords the grammar can
     only approximate are left to Pydantic validation after parsing.
+
+    Attributes:
+        name: the name the model calls it by.
+        description: what the model is told the tool does.
+        args_model: the Pydantic model generated arguments are validated into.
+        json_schema: the arguments' JSON Schema: shown to the model, compiled into the
+            grammar.
+        function: what a call runs (a model tool's is the model class, and a call returns
+            the validated instance; None for a schema tool declared without one).
+        is_async: the function is async (run it with `acall`).
+        takes_context: the function takes a `RunContext` first (not part of the schema).
+        strict: the grammar enforces every schema keyword (checked at definition).
+        grammar_schema: set when the grammar cannot express `json_schema`
+            (`from_schema(unsupported="validate")`): the looser schema the grammar enforces;
+            validation still checks all of `json_schema`.
+        repeatable: the same call may run again within one run (see `tool(repeatable=...)`).
+        requires_approval: a person approves each call before it runs (see
+            `tool(requires_approval=...)`).
     """
 
     name: str
@@ -179,9 +206,14 @@ class Tool:
     # Set when the grammar cannot express `json_schema` (unsupported="validate"): the grammar
     # enforces this looser schema, validation the whole `json_schema`.
     grammar_schema: dict[str, Any] | None = field(default=None, repr=False)
-    # The same call (name and arguments) may run again within one run: for tools whose result
-    # changes between calls (a clock, a queue). False: a repeat gets the first result back.
+    # The same call (name and arguments) may run again within one run, and so may a call fed
+    # values from the run's results: for tools whose result changes between calls (a clock, a
+    # queue) or that page through results. False: a repeat gets the first result back, and a
+    # turn of such calls only is answered instead (`sdk.agent._loops`).
     repeatable: bool = False
+    # A person approves each call before it runs: the run stops with the validated calls
+    # (`ApprovalRequired`) and resumes with the decisions (`Agent.run(approvals=...)`).
+    requires_approval: bool = False
 
     @classmethod
     def from_schema(
@@ -207,6 +239,16 @@ class Tool:
         size cap) unless `unsupported="validate"`: then the grammar only makes the arguments
         a JSON object and validation enforces the schema (for schemas you do not control,
         such as an MCP server's: one odd tool must not stop the others).
+
+        Args:
+            name: the tool's name (`^[a-zA-Z0-9_-]{1,64}$`).
+            parameters: the JSON Schema of the arguments object.
+            function: a sync or async function taking the arguments as keywords; None
+                declares the tool only.
+            description: what the model is told the tool does.
+            strict: the grammar must enforce every keyword, or `ToolDefinitionError`.
+            unsupported: "error" (refuse a schema the grammar cannot compile) or "validate"
+                (accept it: the grammar only makes a JSON object, validation does the rest).
         """
         from sdk.tools.schema_args import schema_args_model
 
@@ -253,7 +295,13 @@ class Tool:
         strict: bool = False,
     ) -> Tool:
         """A tool from an OpenAI function declaration, `{"type": "function", "function":
-        {"name", "description", "parameters"}}` or the bare inner dict (see `from_schema`)."""
+        {"name", "description", "parameters"}}` or the bare inner dict (see `from_schema`).
+
+        Args:
+            spec: the declaration (no `parameters`: the tool takes no arguments).
+            function: as in `from_schema`.
+            strict: as in `from_schema`; the declaration's own `"strict": true` sets it too.
+        """
         inner = spec.get("function", spec) if isinstance(spec, Mapping) else None
         if not isinstance(inner, Mapping) or not isinstance(inner.get("name"), str):
             raise ToolDefinitionError(
@@ -283,6 +331,12 @@ class Tool:
 
         `self`/`cls` of bound methods are skipped (they are already bound). Pydantic model
         classes are routed to `from_model`. Raises `ToolDefinitionError`.
+
+        Args:
+            fn: the callable.
+            name: the tool's name (default: the function's name).
+            description: what the model is told (default: the docstring's text).
+            strict: the grammar must enforce every schema keyword, checked now.
         """
         return cls._build(fn, name, description, strict, _caller_locals())
 
@@ -341,6 +395,12 @@ class Tool:
         """A Pydantic model as a tool: the schema is the model's; calling returns the instance.
 
         For structured output ("answer in this shape") through the same machinery as tools.
+
+        Args:
+            model: the Pydantic model class.
+            name: the tool's name (default: the class name).
+            description: what the model is told (default: the class docstring's text).
+            strict: the grammar must enforce every schema keyword, checked now.
         """
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             raise ToolDefinitionError(
@@ -372,6 +432,9 @@ class Tool:
         """Validate generated arguments (a JSON text or a decoded dict; an instance passes).
 
         Raises `pydantic.ValidationError`, whose message is fit to show the model on retry.
+
+        Args:
+            data: the arguments: JSON text, a dict, or an `args_model` instance.
         """
         if self._kwargs:
             from sdk.tools.schema_args import SchemaArgs, validate_schema_args
@@ -411,6 +474,10 @@ class Tool:
 
         Raises `TypeError` for async tools: blocking on an event loop from here would deadlock
         callers that are already inside one; use `acall`.
+
+        Args:
+            args: the arguments: JSON text, a dict, or an `args_model` instance.
+            ctx: the `RunContext`, required when the tool takes one (`takes_context`).
         """
         if self._bindings is None:
             return self.validate_args(args)
@@ -430,6 +497,10 @@ class Tool:
         """Call from async code: awaits async functions, runs sync ones in a worker thread.
 
         The thread keeps a slow sync tool from stalling the event loop (and token generation).
+
+        Args:
+            args: as in `call`.
+            ctx: as in `call`.
         """
         if self._bindings is None:
             return self.validate_args(args)
@@ -480,13 +551,18 @@ def _decorate(
     strict: bool,
     localns: dict[str, Any] | None,
     repeatable: bool = False,
+    requires_approval: bool = False,
 ) -> Any:
     if isinstance(fn, type) and issubclass(fn, BaseModel):
         model_tool = Tool.from_model(fn, name, description, strict=strict)
-        fn.__sdk_tool__ = dataclasses.replace(model_tool, repeatable=repeatable)  # type: ignore[attr-defined]
+        fn.__sdk_tool__ = dataclasses.replace(  # type: ignore[attr-defined]
+            model_tool, repeatable=repeatable, requires_approval=requires_approval
+        )
         return fn
     built = dataclasses.replace(
-        Tool._build(fn, name, description, strict, localns), repeatable=repeatable
+        Tool._build(fn, name, description, strict, localns),
+        repeatable=repeatable,
+        requires_approval=requires_approval,
     )
     # A wrapper rather than an attribute on `fn`: the same function may back several tools.
     wrapper: Any
@@ -517,6 +593,7 @@ def tool(
     description: str | None = None,
     strict: bool = False,
     repeatable: bool = False,
+    requires_approval: bool = False,
 ) -> Callable[[F], F]: ...
 
 
@@ -528,20 +605,34 @@ def tool(
     description: str | None = None,
     strict: bool = False,
     repeatable: bool = False,
+    requires_approval: bool = False,
 ) -> Any:
     """Make a function (or Pydantic model) a tool, bare (`@tool`) or with options.
 
     The result calls the function unchanged and carries the `Tool` as `__sdk_tool__`.
-    `name` defaults to the function's name, `description` to its docstring's text; parameter
-    descriptions come from the docstring (Google, NumPy or Sphinx) unless `Field` sets one.
-    `repeatable`: the same call (name and arguments) may run again within one run; by default
-    a repeat is not run, the model gets the first call's result again (a tool with side
-    effects never runs twice for one request). Raises `ToolDefinitionError` at decoration time.
+    Parameter descriptions come from the docstring (Google, NumPy or Sphinx) unless `Field`
+    sets one. Raises `ToolDefinitionError` at decoration time.
+
+    Args:
+        fn: the function or Pydantic model class (bare `@tool`; omitted with options).
+        name: the name the model calls it by (default: the function's name).
+        description: what the model is told it does (default: its docstring's text).
+        strict: the grammar must enforce every schema keyword (checked now); otherwise
+            keywords it can only approximate are left to validation after parsing.
+        repeatable: the same call (name and arguments), or one fed values from the run's
+            results with otherwise the same arguments (pagination), may run again within
+            one run. By default a repeat is not run (the model gets the first call's result
+            again: a tool with side effects never runs twice for one request), and a turn of
+            nothing but such calls is answered instead.
+        requires_approval: a person approves each call before it runs (the run stops with
+            `ApprovalRequired`; see the approvals guide).
     """
     localns = _caller_locals()
 
     def decorate(f: F) -> F:
-        return cast(F, _decorate(f, name, description, strict, localns, repeatable))
+        return cast(
+            F, _decorate(f, name, description, strict, localns, repeatable, requires_approval)
+        )
 
     return decorate if fn is None else decorate(fn)
 

@@ -13,6 +13,7 @@ from sdk.decoding.formats._base import (
     lark_literal,
     strip_property_titles,
 )
+from sdk.decoding.formats._history import openai_message, prompt_content
 from sdk.decoding.formats.functiongemma import FUNCTIONGEMMA, FunctionGemmaFormat
 from sdk.decoding.formats.harmony import HARMONY, HarmonyFormat
 from sdk.decoding.formats.hermes import HERMES, HermesFormat
@@ -66,4 +67,6 @@ __all__ = [
     "get_format",
     "lark_literal",
     "strip_property_titles",
+    "openai_message",
+    "prompt_content",
 ]
