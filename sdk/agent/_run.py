@@ -88,7 +88,6 @@ class RunState:
     offered: dict[str, Any] = field(default_factory=dict)  # this turn's tools
     # Every call that ran, by name and canonical arguments: a repeat gets its result again.
     results: dict[str, Any] = field(default_factory=dict)
-    repeats: int = 0  # calls of the current turn answered from `results`
     approval: ApprovalPredicate | None = None
     pending: list[ToolCall] = field(default_factory=list)  # validated, awaiting approval
     resume: list[ToolCallPart] = field(default_factory=list)  # the history's pending calls
@@ -157,15 +156,12 @@ async def run_steps(
             continue
         calls, ids = record_turn(agent, run, out, grammar, calls)
         if calls:
-            run.repeats = 0
             await _run_calls(agent, run, calls, ids, step, grammar.tool_names)
             if run.pending:  # the run stops here; the app resumes it with the decisions
                 raise ApprovalRequired(
                     run.pending, messages=list(run.messages), raw_output=run.last_raw
                 )
             retry = _retry_choice(run, failed_before, len(calls), tool_choice)
-            if run.repeats == len(calls):  # nothing new: the model has what it asked for
-                retry = "none"
             position += retry is None
             continue
         answer = answer_text(out, agent.resolved_format())

@@ -234,7 +234,6 @@ class ToolManager:
                 # The same call ran earlier in this run: its result again, not a second run
                 # (a tool with side effects acts once per request; a looping model is told).
                 record.result = run.results[key]
-                run.repeats += 1
                 run.usage.repeated_calls += 1
                 _log.info("repeat (%s): the same call already ran; its result is reused", call.name)
                 text = result_text(record.result)
