@@ -156,6 +156,10 @@ _ANSWERS = [
     ("[1, 2, 3]", False),
     ("Sure: <tool_call>", False),
     ('<tool_response>\n{"name": "get_weather", "content": "18 C"}', False),
+    ("<tool_response_text>\nThe weather is 18 C.\n</tool_response_text>", False),
+    ('<tool_call_result>\n{"name": "get_weather", "content": "ok"}', False),
+    ("<tool>\nThe weather is 18 C.", False),
+    ("The <tool_response> above says 18 C.", True),
 ]
 
 
@@ -177,7 +181,10 @@ def test_an_answer_next_to_tools_is_no_call(text: str, ok: bool) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.text(alphabet=' \n{}[]"`<>abjson_:1', max_size=14) | st.just("<tool_response>\nx"))
+@given(
+    st.text(alphabet=' \n{}[]"`<>abjson_:1', max_size=14)
+    | st.sampled_from(["<tool_response>\nx", "<tool_response_body>", " <tool_callx", "<tools"])
+)
 def test_the_answer_rule_is_exactly_the_lookaheads(text: str) -> None:
     """The compiled rule accepts exactly the texts the two lookaheads describe."""
     import re
@@ -186,7 +193,7 @@ def test_the_answer_rule_is_exactly_the_lookaheads(text: str) -> None:
     from tests._oracle import engine_accepts
 
     none = build_turn_grammar(TOOLS, "none")
-    lead = r"[ \t\r\n]*<tool_response>|" + JSON_LEAD
+    lead = r"[ \t\r\n]*<tool|" + JSON_LEAD
     expected = "<tool_call>" not in text and re.match(lead, text) is None and bool(text.strip())
     assert engine_accepts(none.compiled, text) is expected
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import re
 import threading
 import time
@@ -258,9 +259,14 @@ def _answer_regex(fmt: ToolCallFormat, *, nonblank: bool = False) -> str:
     `output_type`, which has its own grammar."""
     no_opener = r"(?![\s\S]*" + re.escape(fmt.opener) + r")"
     starts = [_JSON_START]
-    tag = _result_tag(fmt)
-    if tag:  # nor as a tool result (`<tool_response>`), which small models imitate
-        starts.insert(0, re.escape(tag))
+    # Nor as a tool result, nor with a made-up kin of the call's or the result's tag (small
+    # models answer `<tool_call_result>`, `<tool_response_text>`, `<tool_answer>`, `<tool>`):
+    # no answer starts with their stems (`<tool_call`, `<tool_response`) or the word they share.
+    stems = [t[:-1] for t in (_tag(fmt.opener.strip()), _result_tag(fmt)) if t]
+    shared = os.path.commonprefix(stems).rstrip("_-.:| ") if len(stems) == 2 else ""
+    if len(shared) >= 4:
+        stems = [shared]  # `<tool`
+    starts[:0] = [re.escape(stem) for stem in stems]
     lead = r"[ \t\r\n]*(?:" + "|".join(starts) + ")"
     blank = r"(?=[\s\S]*[^ \t\r\n])" if nonblank else ""
     return _lark_regex(no_opener + r"(?!" + lead + r")" + blank + r"[\s\S]+")
@@ -273,7 +279,12 @@ def _result_tag(fmt: ToolCallFormat) -> str | None:
         head = str(fmt.tool_result_text("x", "y")).lstrip().split("\n", 1)[0]
     except Exception:  # noqa: BLE001 - a format of the user's own: no tag then
         return None
-    return head if re.fullmatch(r"<[A-Za-z_|][^<>\s]{1,40}>", head) else None
+    return _tag(head)
+
+
+def _tag(text: str) -> str | None:
+    """`text` where it is one XML-like tag (`<tool_call>`), else None."""
+    return text if re.fullmatch(r"<[A-Za-z_|][^<>\s]{1,40}>", text) else None
 
 
 def _turn_lark(
