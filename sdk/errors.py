@@ -279,6 +279,11 @@ class ModelLoadError(SDKError):
     """An embedded or local model could not be found, converted or loaded."""
 
 
+class LocalModelError(SDKError):
+    """A local model's runtime failed while running a turn (llama.cpp's `llama_decode`
+    returned an error): not the model's output, so no retry can fix it."""
+
+
 class RemoteModelError(AgentRunError):
     """The server failed: an HTTP error status, an unreadable reply, or a transport error
     after `max_retries` retries.

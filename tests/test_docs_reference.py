@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 
 import sdk
+import sdk.backends.llamacpp
 import sdk.errors
 import sdk.events
 import sdk.history
@@ -123,6 +124,7 @@ CLASSES: list[type] = [
     sdk.result.ToolCall,
     sdk.result.Usage,
     sdk.messages.Message,
+    sdk.backends.llamacpp.LlamaCppModel,
 ]
 
 # Dataclasses whose public fields must be in the class docstring's `Attributes:`.

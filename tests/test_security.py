@@ -326,6 +326,8 @@ ALLOWED = {
     ("engine/_native.py", "exec"): "argument checks generated from the kernels' own signatures",
     ("engine/_native.py", "subprocess.run"): "the kernel build: this interpreter, no shell",
     ("bench/loop.py", "subprocess.run"): "git's tree label and the bench's worker: no shell",
+    ("bench/backends.py", "subprocess.run"): "the bench's worker: this interpreter, no shell",
+    ("bench/backends.py", "subprocess.Popen"): "llama_cpp.server for the bench: no shell",
 }
 
 

@@ -87,8 +87,10 @@ class Agent(Generic[OutputT]):
     Args:
         model: None (the embedded SmolLM2-135M, loaded once per process on first use; or, when
             `SDK_MODEL_URL` is set, that OpenAI-compatible server: `OpenAIChatModel.from_env()`),
-            a `TransformersModel`, a `(model, tokenizer)` pair, "smollm2"/"gemma3"/a `.gguf`
-            path/a local HF directory, a scripted `TestModel` / `FunctionModel`, an
+            a `LlamaCppModel` or `TransformersModel`, a `(model, tokenizer)` pair,
+            "smollm2"/"gemma3"/a `.gguf` path (on llama.cpp where llama-cpp-python is
+            installed, else transformers: `sdk.backends.local`)/a local HF directory
+            (transformers), a scripted `TestModel` / `FunctionModel`, an
             `OpenAIChatModel` (vLLM, SGLang, llama.cpp, ... server) or an "http(s)://.../v1" URL.
         tools: functions (decorated with `@tool` or not), `Tool`s or Pydantic models.
         output_type: the type of the final reply (`str` by default); anything else is generated as

@@ -3,9 +3,10 @@
 Two kinds of backend meet in `TurnBackend`, whose `run_turn`/`arun_turn` produce one assistant
 turn from a rendered request and its turn grammar:
 
-- local models (`TransformersModel`, the scripted `TestModel`) implement `ModelBackend`: a
-  tokenizer, its byte index and a `DecodeSession` per turn; `run_local_turn` runs the SDK's
-  own decoding loop over it: the matcher's masks on the logits, fast-forward, the call gate.
+- local models (`LlamaCppModel`, `TransformersModel`, the scripted `TestModel`) implement
+  `ModelBackend`: a tokenizer, its byte index and a `DecodeSession` per turn;
+  `run_local_turn` runs the SDK's own decoding loop over it: the matcher's masks on the
+  logits, fast-forward, the call gate.
 - servers (`OpenAIChatModel`) implement `RemoteBackend`: they get the turn grammar and enforce
   it in their own way, returning whole turns.
 
@@ -293,15 +294,16 @@ def check_model_spec(spec: Any) -> None:
     if not any(hasattr(spec, a) for a in ("run_turn", "begin_turn", "complete_turn")):
         raise ConfigError(
             f"model={spec!r}: expected None (the embedded model), a model name or path, a "
-            "(model, tokenizer) pair, a backend (TransformersModel, OpenAIChatModel, "
-            "TestModel) or a server URL"
+            "(model, tokenizer) pair, a backend (LlamaCppModel, TransformersModel, "
+            "OpenAIChatModel, TestModel) or a server URL"
         )
 
 
 def resolve_backend(spec: Any) -> Any:
     """An `Agent(model=...)` argument as a backend object: a server URL (or None with
     `SDK_MODEL_URL` set) as `OpenAIChatModel`, a backend as it is, anything else through
-    `sdk.backends.transformers.coerce_model` (named models load once per process)."""
+    `sdk.backends.local.coerce_model` (named models load once per process, on the
+    local backend `sdk.backends.local.local_backend` picks)."""
     if is_remote_spec(spec):
         from sdk.backends.openai import OpenAIChatModel
 
@@ -310,6 +312,6 @@ def resolve_backend(spec: Any) -> Any:
         if isinstance(spec, str):
             return OpenAIChatModel(spec)
         return spec
-    from sdk.backends.transformers import coerce_model
+    from sdk.backends.local import coerce_model
 
     return coerce_model(spec)

@@ -371,37 +371,3 @@ class _BatchedSession:
         if self._threads:
             restore_threads(self._threads)
             self._threads = 0
-
-
-def coerce_model(model: Any) -> Any:
-    """An agent's `model=` argument as a backend (see `Agent`)."""
-    if model is None:
-        return default_model()
-    if hasattr(model, "begin_turn") and hasattr(model, "index"):
-        return model
-    if isinstance(model, tuple) and len(model) == 2:
-        return TransformersModel(*model)
-    if isinstance(model, str | os.PathLike):
-        return _named_model(str(model))
-    raise TypeError(
-        f"model={model!r}: expected None (embedded SmolLM2), a TransformersModel, a "
-        "(model, tokenizer) pair, a model name or path, or a test model"
-    )
-
-
-_NAMED: dict[str, TransformersModel] = {}
-_NAMED_LOCK = threading.Lock()
-
-
-def _named_model(spec: str) -> TransformersModel:
-    """Loaded once per process and spec: loading weights costs seconds."""
-    with _NAMED_LOCK:
-        hit = _NAMED.get(spec)
-        if hit is None:
-            hit = _NAMED[spec] = TransformersModel.from_pretrained(spec)
-        return hit
-
-
-def default_model() -> TransformersModel:
-    """The embedded SmolLM2-135M-Instruct (offline, converted once and cached on disk)."""
-    return _named_model("smollm2")

@@ -18,6 +18,9 @@ subcommands:
   index           tokenizer index: build vs disk-cache load vs llguidance; see `index --help`
   loop            the agent's tool loop as apps use it: real answers, tool executions, repeats,
                   seconds per run, today's tree vs older checkouts; see `loop --help`
+  backends        llama.cpp in process vs transformers vs a llama.cpp server on the same BFCL
+                  questions (load, seconds per call, tokens/s, peak RSS, correct); see
+                  `backends --help`
 """
 
 
@@ -58,6 +61,12 @@ def _loop(argv: list[str]) -> int:
     return main(argv)
 
 
+def _backends(argv: list[str]) -> int:
+    from .backends import main
+
+    return main(argv)
+
+
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "maskbench": _maskbench,
     "e2e": _e2e,
@@ -65,6 +74,7 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "index": _index,
     "concurrency": _concurrency,
     "loop": _loop,
+    "backends": _backends,
 }
 
 

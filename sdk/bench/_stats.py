@@ -6,6 +6,7 @@ by a future end-to-end benchmark without spawning workers.
 
 from __future__ import annotations
 
+import resource
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -198,3 +199,18 @@ def plot(
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def peak_rss_mb(pid: int | str = "self") -> float | None:
+    """A process's peak resident set (`VmHWM`: per process image, so a worker's own, not its
+    parent's as `ru_maxrss` after exec may be); for this process `ru_maxrss` where no /proc."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024.0, 1)
+    except OSError:
+        pass
+    if pid != "self":
+        return None
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)

@@ -385,7 +385,8 @@ class Runner:
 
         self.backend = backend
         self.options = options
-        _ = backend.index  # built (or loaded) once, before any timing
+        if not hasattr(backend, "complete_turn"):  # a server (`complete_turn`) has no index
+            _ = backend.index  # built (or loaded) once, before any timing
         self.xgrammar = XgrammarDriver(backend) if xgrammar else None
         self.formats: dict[str, Any] = {}  # style -> the agent's resolved ToolCallFormat
 
@@ -424,23 +425,32 @@ class Runner:
         out.calls_checked, out.calls_noncanonical = len(flags), sum(flags)
 
     def run_sdk(self, item: Item, mode: str, style: str) -> Outcome:
+        return self.sdk_turn(item, mode, style)[0]
+
+    def sdk_turn(self, item: Item, mode: str, style: str) -> tuple[Outcome, Any]:
+        """`run_sdk`'s outcome and the turn's `Usage` (None where the turn raised without
+        one): `sdk.bench.backends` reads the prompt and cache counts from it."""
         from sdk.errors import SDKError, TruncationError, UnexpectedModelBehavior
 
         from ._bfcl_peers import OPENER
 
         out = Outcome(item.category, item.id, mode, style)
         calls: list[Call] = []
+        usage: Any = None
         start = time.perf_counter()
         try:
             result = self._agent(item, mode, style).plan_sync(item.prompt)
         except TruncationError as exc:  # max_tokens ran out inside a call: the turn is lost
+            usage = exc.usage
             out.text, out.tokens = exc.partial_text, self.options.max_tokens
             _mark_truncated(out, exc.partial_text, max(1, exc.partial_text.count(OPENER)))
         except UnexpectedModelBehavior as exc:
+            usage = exc.usage
             out.text, out.error = exc.raw_output or "", f"{type(exc).__name__}: {exc}"[:300]
         except SDKError as exc:  # a schema the grammar compiler rejects: counted as a miss
             out.error = f"{type(exc).__name__}: {exc}"[:300]
         else:
+            usage = result.usage
             out.text = result.output
             out.tokens = result.usage.completion_tokens
             if result.usage.cut_calls:  # max_tokens cut a later call; the complete ones stand
@@ -455,7 +465,7 @@ class Runner:
             meta = result.messages[-1].metadata if result.messages else {}
             self._alignment(out, meta.get("token_ids"))
         out.seconds = time.perf_counter() - start
-        return score(out, item, calls)
+        return score(out, item, calls), usage
 
     def _request(self, item: Item, style: str) -> Any:
         """The prompt every mode shares: the question, all tools, the agent's format."""

@@ -7,7 +7,8 @@ answer), all runs of a wave gathered with asyncio. Both modes share the model's 
 the largest wave. Printed per wave size: wall time, calls per second, per-run latency
 p50/p95, the speed-up, whether every run's output is identical in both modes, and the KV
 memory a row adds. `--soak N` then runs N more runs in waves and reports memory before and
-after (it must not grow with N).
+after (it must not grow with N). `--backend llama.cpp`: the same with two `LlamaCppModel`s over
+the one GGUF (`max_batch=1` and the largest wave; each its own context and KV cells).
 """
 
 from __future__ import annotations
@@ -122,16 +123,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--soak", type=int, default=0, help="then N more batched runs (memory)")
     ap.add_argument("--json-out", default=None, help="write the rows as JSON lines")
     ap.add_argument("--plot", default=None, help="write a PNG (calls/s and latency per wave)")
+    ap.add_argument(
+        "--backend",
+        default="transformers",
+        choices=("transformers", "llama.cpp"),
+        help="the local backend (llama.cpp: two contexts over one mmapped GGUF)",
+    )
     args = ap.parse_args(argv)
     sizes = [int(x) for x in args.runs.split(",") if x.strip()]
 
-    from sdk.backends.transformers import TransformersModel
+    if args.backend == "llama.cpp":
+        from sdk.backends.llamacpp import LlamaCppModel
 
-    base = TransformersModel.from_pretrained(args.model, max_batch=1)
-    batched = TransformersModel(base.model, base.tokenizer, max_batch=max(sizes))
-    if batched.scheduler is None:
-        print("this model's cache cannot be batched (sliding-window layers): nothing to compare")
-        return 1
+        base: Any = LlamaCppModel(args.model, max_batch=1)
+        batched: Any = LlamaCppModel(args.model, max_batch=max(sizes), tokenizer=base.tokenizer)
+    else:
+        from sdk.backends.transformers import TransformersModel
+
+        base = TransformersModel.from_pretrained(args.model, max_batch=1)
+        batched = TransformersModel(base.model, base.tokenizer, max_batch=max(sizes))
+        if batched.scheduler is None:
+            print(
+                "this model's cache cannot be batched (sliding-window layers): nothing to compare"
+            )
+            return 1
     modes = {
         "one-at-a-time": _agent(base, args.max_tokens),
         "batched": _agent(batched, args.max_tokens),
@@ -171,7 +186,10 @@ def main(argv: list[str] | None = None) -> int:
         lat_ratio = f", p50 {bat['p50_s'] / single:.2f}x a lone run" if single else ""
         print(f"  -> throughput {bat['speedup']:.2f}x{lat_ratio}; identical outputs {same}/{n}")
 
-    sched = batched.scheduler
+    sched = getattr(batched, "scheduler", None)
+    if sched is None:  # llama.cpp: its KV cache is allocated once (n_ctx cells)
+        _finish(args, rows)
+        return 0
     per_row = sched.peak_bytes / max(1, sched.peak_rows)
     print(
         f"KV memory: peak {sched.peak_bytes / 2**20:.0f} MiB over {sched.peak_rows} rows "
@@ -195,13 +213,17 @@ def main(argv: list[str] | None = None) -> int:
             f"soak: {args.soak} runs in {time.perf_counter() - t0:.0f}s; RSS {before:.0f} -> "
             f"{_current_rss_mb():.0f} MiB (peak {_rss_mb():.0f} MiB)"
         )
+    _finish(args, rows)
+    return 0
+
+
+def _finish(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
     if args.plot:
         plot(args.plot, rows)
     if args.json_out:
         with open(args.json_out, "w") as f:
             for row in rows:
                 f.write(json.dumps(row) + "\n")
-    return 0
 
 
 if __name__ == "__main__":

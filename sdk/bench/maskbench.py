@@ -18,7 +18,6 @@ import gc
 import json
 import multiprocessing as mp
 import os
-import resource
 import sys
 import time
 from dataclasses import dataclass, field
@@ -56,21 +55,8 @@ def load_tokenizer(spec: str) -> Any:
 
 
 def _rss_mb(pid: int | str = "self") -> float:
-    """Peak resident set size of process `pid` so far, in MB (0.0 if unknown).
-
-    VmHWM first: `ru_maxrss` survives exec on Linux, so a spawned worker would report the
-    parent's peak (tokenizer and all) instead of its own.
-    """
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return round(int(line.split()[1]) / 1024.0, 1)
-    except OSError:
-        pass
-    if pid != "self":
-        return 0.0
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
+    """Peak resident set size of process `pid` so far, in MB (0.0 if unknown)."""
+    return _stats.peak_rss_mb(pid) or 0.0
 
 
 def _rss_now_mb() -> float:

@@ -1,0 +1,307 @@
+"""llama.cpp's context shared by concurrent turns: one sequence (slot) per turn, their tokens
+decoded together in one `llama_decode`, KV prefixes kept and shared between turns.
+
+Every turn holds a slot, a llama.cpp sequence id, for as long as it runs. Its forward passes
+are requests to `LlamaContext.decode`: whichever turn's thread finds no decode running takes
+every queued request (other turns' steps, prompts, forced runs) into batches, runs them, and
+hands each turn the logits after its last token (group commit: no scheduler thread, and a turn
+alone pays nothing).
+
+What a batch holds must not change what a sequence computes, and llama.cpp's CPU kernels take
+other paths by the batch's size: a lone token (matrix-vector products; attention split over
+512 cells or more), and 64 tokens or more (flash attention's tiled kernel, `GGML_FA_TILE_Q`),
+each differing from the rest by float rounding (logits up to ~0.6 apart, enough to flip a
+greedy token). So a lone token is padded with a throwaway one (`_pad`), and short requests
+(under `TILE` tokens: steps, forced runs) are batched only with each other, under `TILE` in
+all, long ones (prompts) only with long ones: a request takes the path it takes alone.
+Flash attention's per-token kernel skips the cells a token may not see, so for short requests
+where other sequences' cells lie does not matter either, as long as a sequence's own cells keep
+their order (cells freed between two of its tokens can be refilled out of order). The tiled
+kernel sums cells in tiles of 64 by their place in the cache, so a prompt's logits can move by
+rounding with where its cells landed; prompts under 64 tokens per decode would avoid that at
+17 % of Qwen2.5-0.5B's prefill speed, which was not worth it.
+
+The KV cache is unified (one pool of `n_ctx` cells): a finished turn's slot keeps its cells, and
+a new turn's prompt starts from the longest prefix any slot holds (`llama_memory_seq_cp` shares
+those cells with the new sequence, no copy), so the system prompt and tools are evaluated once
+for every run of an agent. When the pool is full, idle slots' cells are dropped, least recently
+used first.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sdk.errors import ContextLengthError, LocalModelError
+
+__all__ = ["TILE", "UBATCH", "LlamaContext", "Slot"]
+
+#: The most tokens one `llama_decode` takes (longer prompts are split into near-equal parts).
+UBATCH = 512
+#: Requests this long or longer run in flash attention's tiled kernel; see the module's doc.
+TILE = 64
+#: How long the decoding thread waits for the other running turns' next steps before it
+#: decodes without them (they are masking and sampling: well under a millisecond each).
+_GATHER_S = 0.003
+
+
+@dataclass
+class Slot:
+    seq: int
+    ids: list[int] = field(default_factory=list)  # what the sequence's KV cells hold
+    busy: bool = False
+    used: int = 0  # when it was last taken (a counter): the least recent is evicted first
+
+
+@dataclass
+class _Request:
+    slot: Slot
+    ids: list[int]
+    pos: int
+    logits: Any = None
+    error: BaseException | None = None
+    done: bool = False
+
+
+class LlamaContext:
+    """A llama.cpp context, its batch buffer and its slots; every C call on the context runs
+    under `_exec`."""
+
+    def __init__(self, lib: Any, ctx: Any, n_vocab: int, slots: int) -> None:
+        self._lib = lib
+        self._ctx = ctx
+        self._mem = lib.llama_get_memory(ctx)
+        self.n_ctx = int(lib.llama_n_ctx(ctx))
+        self.n_vocab = n_vocab
+        self.n_batch = n_batch = UBATCH
+        self._batch = lib.llama_batch_init(n_batch + 1, 0, slots + 1)
+        for i in range(n_batch + 1):
+            self._batch.n_seq_id[i] = 1
+        self.slots = [Slot(i) for i in range(slots)]
+        self._scratch = slots  # the padding token's sequence (see `_decode_rows`)
+        self._cond = threading.Condition()
+        self._exec = threading.Lock()
+        self._queue: list[_Request] = []
+        self._decoding = False
+        self._clock = 0
+        self.active = 0  # slots taken by running turns
+
+    # ---------------------------------------------------------------------- slots
+
+    def take(self, prompt: Sequence[int]) -> tuple[Slot, int]:
+        """A free slot for a turn over `prompt`, its cells cut to the longest prefix of the
+        prompt that any slot holds (shared from that slot where it is not this one), and how
+        many prompt tokens that prefix covers (at least one token is left to run)."""
+        with self._cond:
+            while all(s.busy for s in self.slots):
+                self._cond.wait()
+            free = [s for s in self.slots if not s.busy]
+            slot = max(free, key=lambda s: (_common(s.ids, prompt), -s.used))
+            slot.busy = True
+            self._clock += 1
+            slot.used = self._clock
+            self.active += 1
+        limit = len(prompt) - 1
+        with self._exec:
+            n = min(_common(slot.ids, prompt), limit)
+            source = max(self.slots, key=lambda s: _common(s.ids, prompt))
+            shared = min(_common(source.ids, prompt), limit)
+            mem, lib = self._mem, self._lib
+            if source is not slot and shared > n:
+                lib.llama_memory_seq_rm(mem, slot.seq, 0, -1)
+                lib.llama_memory_seq_cp(mem, source.seq, slot.seq, 0, shared)
+                n = shared
+            else:
+                lib.llama_memory_seq_rm(mem, slot.seq, n, -1)
+            slot.ids = list(prompt[:n])
+        return slot, n
+
+    def cut(self, slot: Slot, keep: int) -> None:
+        """Forget the slot's tokens from position `keep` on."""
+        with self._exec:
+            self._lib.llama_memory_seq_rm(self._mem, slot.seq, keep, -1)
+            del slot.ids[keep:]
+
+    def give_back(self, slot: Slot) -> None:
+        with self._cond:
+            if slot.busy:
+                slot.busy = False
+                self.active -= 1
+            self._cond.notify_all()
+
+    # ---------------------------------------------------------------------- decoding
+
+    def decode(self, slot: Slot, ids: Sequence[int]) -> Any:
+        """Append `ids` to the slot's sequence; the logits after the last one (a tensor of
+        its own: llama.cpp reuses its buffer on the next call)."""
+        if not ids:
+            raise ValueError("nothing to decode")
+        pos = len(slot.ids)
+        if pos + len(ids) > self.n_ctx:
+            raise ContextLengthError(pos + len(ids), self.n_ctx)
+        request = _Request(slot, list(ids), pos)
+        with self._cond:
+            self._queue.append(request)
+            while not request.done:
+                if self._decoding:
+                    self._cond.wait()
+                    continue
+                self._decoding = True
+                self._gather()
+                taken, self._queue = self._queue, []
+                self._cond.release()
+                try:
+                    self._run(taken)
+                finally:
+                    self._cond.acquire()
+                    self._decoding = False
+                    self._cond.notify_all()
+        if request.error is not None:
+            raise request.error
+        if request.logits is None:
+            raise LocalModelError("the batch was interrupted before this turn's tokens ran")
+        return request.logits
+
+    def _gather(self) -> None:
+        """Wait briefly (holding `_cond`) for the other running turns' requests."""
+        deadline = time.perf_counter() + _GATHER_S
+        while len(self._queue) < self.active:
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                return
+            self._cond.wait(left)
+
+    def _run(self, requests: list[_Request]) -> None:
+        """Decode the requests' tokens, short ones batched with short ones and long ones with
+        long ones (see the module's doc); each request gets the logits after its last token,
+        or the error that stopped it."""
+        try:
+            for batch in _batches(requests, self.n_batch):
+                self._decode_rows(batch)
+        except Exception as exc:  # noqa: BLE001 - each waiting turn raises it
+            for request in requests:
+                if request.logits is None:
+                    request.error = exc
+        finally:
+            for request in requests:
+                request.done = True
+
+    def _decode_rows(self, rows: list[tuple[_Request, int, int]]) -> None:
+        import numpy as np
+        import torch
+
+        lib, batch = self._lib, self._batch
+        with self._exec:
+            n = 0
+            last: list[tuple[_Request, int]] = []
+            for request, at, take in rows:
+                seq = request.slot.seq
+                for i in range(at, at + take):
+                    batch.token[n] = request.ids[i]
+                    batch.pos[n] = request.pos + i
+                    batch.seq_id[n][0] = seq
+                    batch.logits[n] = 0
+                    n += 1
+                if at + take == len(request.ids):
+                    batch.logits[n - 1] = 1
+                    last.append((request, n - 1))
+            padded = n == 1
+            if padded:  # see `_pad`
+                self._pad(rows[0][0].ids[-1])
+            batch.n_tokens = n + padded
+            try:
+                self._decode_or_evict()
+            finally:
+                if padded:
+                    lib.llama_memory_seq_rm(self._mem, self._scratch, 0, -1)
+            for request, at, take in rows:
+                request.slot.ids.extend(request.ids[at : at + take])
+            for request, row in last:
+                ptr = lib.llama_get_logits_ith(self._ctx, row)
+                if not ptr:
+                    raise LocalModelError("llama.cpp returned no logits")
+                row_logits = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
+                request.logits = torch.from_numpy(row_logits.copy())
+
+    def _pad(self, token: int) -> None:
+        """Make a one-token batch two tokens long, the second a throwaway on a sequence of its
+        own: llama.cpp computes a lone token on other kernels than a batch's tokens (its
+        matrix products, and attention over 512 cells or more: logits differ by up to ~0.5),
+        so without this a run's greedy tokens would depend on whether other runs shared its
+        steps. (Two tokens also ran faster than one.)"""
+        batch = self._batch
+        batch.token[1] = token
+        batch.pos[1] = 0
+        batch.seq_id[1][0] = self._scratch
+        batch.logits[1] = 0
+
+    def _decode_or_evict(self) -> None:
+        """`llama_decode`; where the cell pool is full, idle slots' cells are dropped (least
+        recently used first) and the batch tried again."""
+        lib = self._lib
+        while True:
+            rc = lib.llama_decode(self._ctx, self._batch)
+            if rc == 0:
+                return
+            idle = sorted((s for s in self.slots if not s.busy and s.ids), key=lambda s: s.used)
+            if rc != 1 or not idle:
+                why = "the KV cache is full" if rc == 1 else f"code {rc}"
+                raise LocalModelError(
+                    f"llama_decode failed ({why}) with {self.active} running turns: raise "
+                    "n_ctx or lower max_batch"
+                )
+            lib.llama_memory_seq_rm(self._mem, idle[0].seq, 0, -1)
+            idle[0].ids = []
+
+    def free(self) -> None:
+        with self._exec:
+            if self._batch is not None:
+                self._lib.llama_batch_free(self._batch)
+                self._batch = None
+
+
+def _batches(requests: list[_Request], n_batch: int) -> list[list[tuple[_Request, int, int]]]:
+    """The decodes that run `requests`: lists of (request, offset, tokens). Short requests
+    (under `TILE` tokens) go whole into decodes of under `TILE` tokens; long ones are cut into
+    near-equal parts of at most `n_batch` (each at least `TILE` long) packed into decodes of
+    at most `n_batch`."""
+    out: list[list[tuple[_Request, int, int]]] = []
+    short = [r for r in requests if len(r.ids) < TILE]
+    long = [r for r in requests if len(r.ids) >= TILE]
+    rows: list[tuple[_Request, int, int]] = []
+    used = 0
+    for request in short:
+        if used + len(request.ids) >= TILE:
+            out.append(rows)
+            rows, used = [], 0
+        rows.append((request, 0, len(request.ids)))
+        used += len(request.ids)
+    if rows:
+        out.append(rows)
+    rows, used = [], 0
+    for request in long:
+        total = len(request.ids)
+        parts = -(-total // n_batch)
+        at = 0
+        for k in range(parts):
+            size = total // parts + (1 if k < total % parts else 0)
+            if used + size > n_batch:
+                out.append(rows)
+                rows, used = [], 0
+            rows.append((request, at, size))
+            used += size
+            at += size
+    if rows:
+        out.append(rows)
+    return out
+
+
+def _common(a: Sequence[int], b: Sequence[int]) -> int:
+    n, limit = 0, min(len(a), len(b))
+    while n < limit and a[n] == b[n]:
+        n += 1
+    return n

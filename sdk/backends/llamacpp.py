@@ -1,0 +1,270 @@
+"""A GGUF model run in process by llama.cpp (llama-cpp-python's C API), under the SDK's masks.
+
+`TransformersModel` de-quantizes a GGUF to float32: ~3x slower per token than llama.cpp and ~8x
+the memory. Here the quantized weights run as they are; everything else is the SDK's own: the
+prompt is rendered and tokenized by the GGUF's tokenizer converted for transformers (the same
+token ids: both read the GGUF's vocabulary), the decoding loop (`run_local_turn`) masks the
+logits with the turn's matcher, fast-forwards forced text as one batched `llama_decode`, and
+rolls the KV cache back (`llama_memory_seq_rm`) where the call probe or a cut call needs it.
+
+The KV cache outlives the turn: the next turn's prompt usually extends the last one (same
+system prompt and tools, the conversation plus the reply and tool results), so only the new
+suffix is evaluated (`usage.cached_prompt_tokens`). Concurrent turns (runs gathered with
+asyncio, threads) each get a sequence of one context and share its decodes: see
+`sdk.backends._llama_batch`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from sdk.backends._llama_batch import UBATCH, LlamaContext, Slot
+from sdk.backends._openmp import one_thread, restore_threads
+from sdk.backends.chat_template import encode_prompt, index_for, render_prompt
+from sdk.errors import ContextLengthError, ModelLoadError
+
+if TYPE_CHECKING:
+    import torch
+
+    from sdk.decoding.generate import TurnRequest
+    from sdk.engine.tokenizer import TokenizerIndex
+
+__all__ = ["LlamaCppModel", "llama_cpp_available"]
+
+_INIT_LOCK = threading.Lock()
+_LIB: Any = None
+_QUIET: Any = None  # the log callback: kept alive as long as llama.cpp may call it
+
+
+def llama_cpp_available() -> bool:
+    """Is llama-cpp-python importable here (without importing it)?"""
+    import importlib.util
+
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+def _lib() -> Any:
+    """llama_cpp's C API, initialized once per process, its logging silenced (it prints every
+    tensor it loads to stderr)."""
+    global _LIB, _QUIET
+    with _INIT_LOCK:
+        if _LIB is None:
+            try:
+                import llama_cpp
+            except ImportError as exc:
+                raise ModelLoadError(
+                    "llama-cpp-python is not installed (scripts/setup.sh builds it; "
+                    "or use TransformersModel)"
+                ) from exc
+            llama_cpp.llama_backend_init()
+            if os.environ.get("SDK_LLAMA_CPP_LOG") != "1":
+                _QUIET = llama_cpp.llama_log_callback(lambda level, text, data: None)
+                llama_cpp.llama_log_set(_QUIET, ctypes.c_void_p(0))
+            _LIB = llama_cpp
+        return _LIB
+
+
+def _threads() -> int:
+    affinity = getattr(os, "sched_getaffinity", None)
+    if affinity is not None:
+        try:
+            return max(1, len(affinity(0)))
+        except OSError:
+            pass
+    return os.cpu_count() or 2
+
+
+class LlamaCppModel:
+    """A GGUF file run by llama.cpp in this process, decoded under the SDK's own masks.
+
+    The default backend for GGUF files and the embedded models where llama-cpp-python is
+    installed (`sdk.backends.local`): the quantized weights run as they are.
+
+    Args:
+        path: "smollm2", "gemma3" or the path of a `.gguf` file.
+        n_ctx: The context window to allocate, shared by all running turns (default: the
+            model's training window, at most 8,192 tokens: the KV cache's memory grows with
+            it). llama.cpp rounds it up to a multiple of 256.
+        n_threads: Threads for a one-token step (default: this process's cores).
+        n_threads_batch: Threads for a prompt or a forced run (default: this process's cores).
+        max_batch: How many turns run at once, each a llama.cpp sequence whose tokens share
+            every `llama_decode` with the others' (more wait for a free one).
+        tokenizer: The transformers tokenizer whose chat template renders prompts (default:
+            the GGUF's own, converted once and cached, see `sdk.backends.embedded`).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = "smollm2",
+        *,
+        n_ctx: int | None = None,
+        n_threads: int | None = None,
+        n_threads_batch: int | None = None,
+        max_batch: int = 8,
+        tokenizer: Any = None,
+    ) -> None:
+        from sdk._settings import check_int
+        from sdk.backends.embedded import load_tokenizer, resolve_gguf
+
+        gguf = resolve_gguf(path)
+        if gguf is None:
+            raise ModelLoadError(
+                f"LlamaCppModel needs a .gguf file or an embedded name, got {path!r}"
+            )
+        self.path = gguf
+        lib = _lib()
+        self._lib = lib
+        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(gguf)
+        self._index: TokenizerIndex | None = None
+        mparams = lib.llama_model_default_params()
+        mparams.n_gpu_layers = 0
+        model = lib.llama_model_load_from_file(str(gguf).encode(), mparams)
+        if not model:
+            raise ModelLoadError(f"llama.cpp could not load {gguf}")
+        self._model = model
+        self.max_batch = check_int("max_batch", max_batch, 1)
+        train = int(lib.llama_model_n_ctx_train(model))
+        want = check_int("n_ctx", n_ctx, 16) if n_ctx is not None else min(train, 8192)
+        cores = _threads()
+        cparams = lib.llama_context_default_params()
+        cparams.n_ctx = want
+        cparams.n_batch = UBATCH
+        cparams.n_ubatch = UBATCH
+        cparams.n_seq_max = self.max_batch + 1  # and one for padding (`_llama_batch._pad`)
+        cparams.kv_unified = True  # one pool of n_ctx cells: prefixes shared between slots
+        # Flash attention, on: its CPU kernel skips the cells a token may not see, so a
+        # sequence's logits do not depend on where its cells lie among other sequences' (the
+        # kernel without it sums whole rows in SIMD lanes: they do; it is also 20 % slower per
+        # step on Qwen2.5-0.5B here). See `_llama_batch`.
+        cparams.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_ENABLED
+        cparams.n_threads = check_int("n_threads", n_threads, 1) if n_threads else cores
+        cparams.n_threads_batch = (
+            check_int("n_threads_batch", n_threads_batch, 1) if n_threads_batch else cores
+        )
+        cparams.no_perf = True
+        ctx = lib.llama_init_from_model(model, cparams)
+        if not ctx:
+            lib.llama_model_free(model)
+            self._model = None
+            raise ModelLoadError(f"llama.cpp could not make a context for {gguf} (n_ctx={want})")
+        self._ctx = ctx
+        vocab = lib.llama_model_get_vocab(model)
+        self.n_vocab = int(lib.llama_vocab_n_tokens(vocab))
+        self._context: LlamaContext | None = LlamaContext(lib, ctx, self.n_vocab, self.max_batch)
+        self.n_ctx = int(lib.llama_n_ctx(ctx))
+
+    @classmethod
+    def from_pretrained(
+        cls, spec: str | os.PathLike[str] = "smollm2", **kwargs: Any
+    ) -> LlamaCppModel:
+        """`LlamaCppModel(spec, **kwargs)`, named like `TransformersModel.from_pretrained`.
+
+        Args:
+            spec: "smollm2", "gemma3" or the path of a `.gguf` file.
+            **kwargs: The constructor's other arguments (`n_ctx`, `max_batch`, ...).
+        """
+        return cls(spec, **kwargs)
+
+    load = from_pretrained
+
+    @property
+    def index(self) -> TokenizerIndex:
+        """The tokenizer's byte index the matcher masks with (built or loaded once)."""
+        if self._index is None:
+            self._index = index_for(self.tokenizer)
+        return self._index
+
+    @property
+    def context_length(self) -> int:
+        """The allocated context window in tokens (`n_ctx`)."""
+        return self.n_ctx
+
+    def render(self, request: TurnRequest) -> list[int]:
+        """The turn's prompt ids, rendered by the chat template.
+
+        Args:
+            request: The turn's conversation, tools and call format.
+
+        Raises:
+            ContextLengthError: The prompt leaves no room to generate in `n_ctx`.
+        """
+        ids = encode_prompt(self.tokenizer, render_prompt(self.tokenizer, request))
+        if len(ids) >= self.n_ctx:
+            raise ContextLengthError(len(ids), self.n_ctx)
+        return ids
+
+    def begin_turn(self, request: TurnRequest) -> _LlamaSession:
+        """A turn's session over the rendered prompt (`ModelBackend`): it takes a sequence
+        at its prefill and gives it back, its KV cells kept for later turns, at its close.
+
+        Args:
+            request: The turn's conversation, tools and call format.
+        """
+        if self._context is None:
+            raise ModelLoadError("this LlamaCppModel was closed")
+        return _LlamaSession(self._context, self.render(request))
+
+    def close(self) -> None:
+        """Free llama.cpp's context and model (also done when the object is collected)."""
+        lib = self._lib
+        context = getattr(self, "_context", None)
+        if context is not None:
+            context.free()
+            self._context = None
+        if getattr(self, "_ctx", None):
+            lib.llama_free(self._ctx)
+            self._ctx = None
+        if getattr(self, "_model", None):
+            lib.llama_model_free(self._model)
+            self._model = None
+
+    def __del__(self) -> None:
+        try:
+            if getattr(self, "_lib", None) is not None:
+                self.close()
+        except Exception:  # noqa: BLE001, S110 - interpreter shutdown
+            pass
+
+
+class _LlamaSession:
+    """One turn on a slot of the model's context, from prefill to close."""
+
+    def __init__(self, context: LlamaContext, prompt_ids: list[int]) -> None:
+        self._context = context
+        self.prompt_ids = prompt_ids
+        self.cached_tokens = 0
+        self._slot: Slot | None = None
+        self._torch_threads = 0
+
+    def prefill(self) -> torch.Tensor:
+        return self.prefill_with(())
+
+    def prefill_with(self, extra: Sequence[int]) -> torch.Tensor:
+        """The prompt (all but the prefix the cache already holds), then `extra`, in one call."""
+        # The turn's torch work (masking, sampling) is one row: on one thread, with no OpenMP
+        # pool whose spinning workers would take cores from llama.cpp's threads.
+        self._torch_threads = one_thread()
+        self._slot, n = self._context.take(self.prompt_ids)
+        self.cached_tokens = n
+        return self.feed([*self.prompt_ids[n:], *extra])
+
+    def feed(self, ids: Sequence[int]) -> torch.Tensor:
+        if self._slot is None:
+            raise RuntimeError("feed before prefill")
+        return cast("torch.Tensor", self._context.decode(self._slot, ids))
+
+    def rollback(self, n: int) -> None:
+        """Forget the last `n` fed tokens (their KV cells are removed)."""
+        if n > 0 and self._slot is not None:
+            self._context.cut(self._slot, len(self._slot.ids) - n)
+
+    def close(self) -> None:
+        slot, self._slot = self._slot, None
+        if slot is None:
+            return
+        restore_threads(self._torch_threads)
+        self._context.give_back(slot)

@@ -1,0 +1,260 @@
+"""`LlamaCppModel`: the embedded SmolLM2 GGUF run by llama.cpp in process, under the SDK's masks.
+
+Real parts throughout: the GGUF, llama.cpp's decode, the converted tokenizer, the turn grammar.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal
+
+import pytest
+from pydantic import BaseModel, Field
+
+pytest.importorskip("llama_cpp")
+
+from sdk import Agent, ContextLengthError, tool  # noqa: E402
+from sdk.backends.embedded import smollm2_gguf_path  # noqa: E402
+from sdk.backends.llamacpp import LlamaCppModel, _LlamaSession  # noqa: E402
+from sdk.backends.local import coerce_model, local_backend  # noqa: E402
+from sdk.errors import ConfigError, ModelLoadError  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def llama() -> LlamaCppModel:
+    try:
+        smollm2_gguf_path()
+    except ModelLoadError as exc:
+        pytest.skip(str(exc))
+    return LlamaCppModel("smollm2", n_ctx=2048, n_threads=1)
+
+
+@tool
+def get_weather(city: str, unit: Literal["celsius", "fahrenheit"] = "celsius") -> str:
+    """Current weather for a city."""
+    return json.dumps({"city": city, "temperature": 22, "unit": unit})
+
+
+class Booking(BaseModel):
+    city: str = Field(max_length=40)
+    nights: int = Field(ge=1, le=30)
+    breakfast: bool
+
+
+def _llama_tokens(model: LlamaCppModel, text: str) -> list[int]:
+    import llama_cpp
+
+    data = text.encode()
+    buf = (llama_cpp.llama_token * (len(data) + 8))()
+    vocab = llama_cpp.llama_model_get_vocab(model._model)
+    n = llama_cpp.llama_tokenize(vocab, data, len(data), buf, len(buf), False, True)
+    assert n >= 0
+    return list(buf[:n])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'Hello <tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+        "café 東京 ✓ naïve — 3.14e-2 \t\n  spaces",
+        "<|im_start|>user\nWhat's up?<|im_end|>\n<|im_start|>assistant\n",
+    ],
+)
+def test_the_converted_tokenizer_gives_llama_cpps_own_ids(llama: LlamaCppModel, text: str) -> None:
+    """The prompt is tokenized by transformers and run by llama.cpp: the ids must be the same."""
+    ours = llama.tokenizer.encode(text, add_special_tokens=False)
+    assert ours == _llama_tokens(llama, text)
+    assert llama.n_vocab == len(llama.tokenizer)
+
+
+def test_rollback_forgets_the_tokens_fed_after_it(llama: LlamaCppModel) -> None:
+    """A rolled-back detour leaves the cache as if it never ran: the next token's logits are
+    those of a turn that went straight on (same positions, same cells)."""
+
+    def encode(text: str) -> list[int]:
+        return list(llama.tokenizer.encode(text, add_special_tokens=False))
+
+    prompt, detour, paris = (
+        encode("The capital of France is"),
+        encode(" Berlin, and the capital of Spain is"),
+        encode(" Paris"),
+    )
+    straight = _LlamaSession(llama._context, prompt)
+    straight.prefill()
+    want = straight.feed(paris)
+    straight.close()
+
+    turn = _LlamaSession(llama._context, prompt)
+    turn.prefill()
+    turn.feed(detour)
+    turn.rollback(len(detour))
+    got = turn.feed(paris)
+    turn.close()
+    assert turn.cached_tokens == len(prompt) - 1  # the straight turn's cells, shared
+    assert float((got - want).abs().max()) == 0.0
+
+
+def test_a_required_call_is_valid_and_runs(llama: LlamaCppModel) -> None:
+    agent = Agent(llama, tools=[get_weather], tool_choice=["required", "none"], max_tokens=96)
+    result = agent.run_sync("What's the weather in Paris in celsius?")
+    calls = [m for m in result.all_messages() if m.role == "assistant" and m.tool_calls]
+    assert calls, result.all_messages()
+    call = calls[0].tool_calls[0]
+    assert call.name == "get_weather"
+    assert isinstance(call.arguments["city"], str)
+    assert call.arguments.get("unit", "celsius") in ("celsius", "fahrenheit")
+    assert isinstance(result.output, str) and result.output.strip()
+
+
+def test_typed_output_validates(llama: LlamaCppModel) -> None:
+    agent = Agent(llama, output_type=Booking, max_tokens=96)
+    result = agent.run_sync("Book 3 nights in Lisbon with breakfast.")
+    assert isinstance(result.output, Booking)
+    assert 1 <= result.output.nights <= 30
+
+
+def test_the_next_turn_reuses_the_cached_prefix_and_says_so(llama: LlamaCppModel) -> None:
+    agent = Agent(llama, output_type=Booking, system_prompt="You book hotels.", max_tokens=64)
+    first = agent.run_sync("Book 2 nights in Rome, no breakfast.")
+    second = agent.run_sync("Book 2 nights in Oslo, no breakfast.")
+    assert first.usage.cached_prompt_tokens < second.usage.cached_prompt_tokens
+    assert second.usage.cached_prompt_tokens >= 10
+    assert isinstance(second.output, Booking) and second.output.nights == 2
+
+
+def test_a_prompt_longer_than_the_window_is_a_context_length_error() -> None:
+    small = LlamaCppModel(smollm2_gguf_path(), n_ctx=64, n_threads=1)
+    assert 64 <= small.context_length <= 512  # llama.cpp rounds the window up (to 256 here)
+    with pytest.raises(ContextLengthError) as err:
+        Agent(small).run_sync("Tell me about Paris. " * 120)
+    assert err.value.context_length == small.context_length
+    assert err.value.prompt_tokens > small.context_length
+
+
+def test_streaming_and_async_runs(llama: LlamaCppModel) -> None:
+    """Token-by-token events from llama.cpp's turns; the deltas spell the output."""
+    from sdk.events import ArgsDelta, FinalResult, TextDelta
+
+    agent = Agent(llama, output_type=Booking, max_tokens=64)
+
+    async def go() -> list[Any]:
+        return [e async for e in agent.run_stream("Book 1 night in Paris with breakfast.")]
+
+    events = asyncio.run(go())
+    final = events[-1]
+    assert isinstance(final, FinalResult)
+    assert isinstance(final.result.output, Booking)
+    deltas = [e for e in events if isinstance(e, TextDelta | ArgsDelta)]
+    assert len(deltas) > 3  # streamed, not one block at the end
+
+
+def test_bad_arguments_are_typed_errors() -> None:
+    with pytest.raises(ModelLoadError):
+        LlamaCppModel("not-a-model")
+    with pytest.raises(ConfigError):
+        LlamaCppModel(smollm2_gguf_path(), max_batch=0)
+    with pytest.raises(ConfigError):
+        local_backend("vllm")
+
+
+def test_names_resolve_to_the_chosen_local_backend(
+    llama: LlamaCppModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SDK_LOCAL_BACKEND", "llama.cpp")
+    assert local_backend() == "llama.cpp"
+    assert isinstance(coerce_model(str(smollm2_gguf_path())), LlamaCppModel)
+    assert coerce_model(llama) is llama
+    monkeypatch.setenv("SDK_LOCAL_BACKEND", "torch")
+    with pytest.raises(ConfigError, match="SDK_LOCAL_BACKEND"):
+        local_backend()
+
+
+def test_the_log_callback_keeps_llama_cpp_quiet(capfd: pytest.CaptureFixture[str]) -> None:
+    LlamaCppModel(smollm2_gguf_path(), n_ctx=128, n_threads=1).close()
+    assert "llama_model_loader" not in capfd.readouterr().err
+
+
+CITIES = ["Paris", "Rome", "Oslo", "Lima", "Cairo", "Seoul", "Quito", "Perth"]
+
+
+def test_a_sequences_logits_do_not_depend_on_its_batch() -> None:
+    """Four short prompts decoded alone, each in a fresh context, then together: prompts in
+    one batch, then greedy steps in lockstep with a forced run in between. Every logit is the
+    same (a lone token is padded, short requests are batched only with short ones, flash
+    attention's per-token kernel skips other sequences' cells): steps and forced runs of
+    concurrent turns compute what they would alone."""
+
+    def greedy(context: Any, prompts: list[list[int]], together: bool) -> list[list[Any]]:
+        slots = [context.take(p)[0] for p in prompts]
+        rows: list[list[Any]] = [[] for _ in prompts]
+
+        def step(feeds: list[list[int]]) -> None:
+            if together:
+                with ThreadPoolExecutor(len(slots)) as pool:
+                    out = list(pool.map(context.decode, slots, feeds))
+            else:
+                out = [context.decode(s, f) for s, f in zip(slots, feeds, strict=True)]
+            for row, logits in zip(rows, out, strict=True):
+                row.append(logits)
+
+        step(prompts)
+        for i in range(6):
+            nxt = [[int(r[-1].argmax())] for r in rows]
+            step([n + [n[0]] * 3 for n in nxt] if i == 2 else nxt)  # a forced run of 4
+        for s in slots:
+            context.give_back(s)
+        return rows
+
+    model = LlamaCppModel(smollm2_gguf_path(), n_ctx=1024, n_threads=1, max_batch=4)
+    enc = model.tokenizer.encode
+    prompts = [
+        list(enc(f"The weather in {c} today is", add_special_tokens=False)) for c in CITIES[:4]
+    ]
+    alone = []
+    for p in prompts:
+        fresh = LlamaCppModel(smollm2_gguf_path(), n_ctx=1024, n_threads=1, max_batch=4)
+        alone.append(greedy(fresh._context, [p], together=False)[0])
+        fresh.close()
+    sizes: list[int] = []
+    decode_rows = model._context._decode_rows  # type: ignore[union-attr]
+
+    def counted(rows: Any) -> None:
+        sizes.append(sum(r[2] for r in rows))
+        decode_rows(rows)
+
+    model._context._decode_rows = counted  # type: ignore[union-attr,method-assign]
+    together = greedy(model._context, prompts, together=True)
+    assert max(sizes) > max(len(p) for p in prompts)  # prompts shared decodes
+    for a, b in zip(alone, together, strict=True):
+        assert [float((x - y).abs().max()) for x, y in zip(a, b, strict=True)] == [0.0] * len(a)
+
+
+def test_concurrent_runs_share_decodes_and_the_prompt_prefix() -> None:
+    """Eight runs gathered with asyncio: one `llama_decode` serves several of them, the
+    system prompt and tools are evaluated once, and every run ends with its call and answer.
+    (Greedy tokens can still differ from a run alone after a near tie: where a sequence's
+    cells lie in the shared cache sets the order flash attention sums them in.)"""
+    model = LlamaCppModel(smollm2_gguf_path(), n_ctx=4096, n_threads=1, max_batch=8)
+    agent = Agent(model, tools=[get_weather], tool_choice=["required", "none"], max_tokens=48)
+    questions = [f"What's the weather in {c}?" for c in CITIES]
+    sizes: list[int] = []
+    decode_rows = model._context._decode_rows  # type: ignore[union-attr]
+
+    def counted(rows: Any) -> None:
+        sizes.append(len({id(r[0]) for r in rows}))
+        decode_rows(rows)
+
+    model._context._decode_rows = counted  # type: ignore[union-attr,method-assign]
+
+    async def gather() -> list[Any]:
+        return await asyncio.gather(*(agent.run(q) for q in questions))
+
+    results = asyncio.run(gather())
+    assert max(sizes) >= 4  # several runs' tokens in one decode
+    for result in results:
+        calls = [c for m in result.all_messages() for c in (m.tool_calls or [])]
+        assert calls and calls[0].name == "get_weather"
+        assert isinstance(result.output, str) and result.output.strip()
+    assert sum(r.usage.cached_prompt_tokens > 0 for r in results) >= 7  # the shared prefix
