@@ -24,7 +24,8 @@ rounding with where its cells landed; prompts under 64 tokens per decode would a
 The KV cache is unified (one pool of `n_ctx` cells): a finished turn's slot keeps its cells, and
 a new turn's prompt starts from the longest prefix any slot holds (`llama_memory_seq_cp` shares
 those cells with the new sequence, no copy), so the system prompt and tools are evaluated once
-for every run of an agent. When the pool is full, idle slots' cells are dropped, least recently
+for every run of an agent; runs that start together wait for the first one's prompt to be
+decoded rather than each decoding the same tokens (`_worth_waiting`). When the pool is full, idle slots' cells are dropped, least recently
 used first.
 """
 
@@ -47,6 +48,8 @@ TILE = 64
 #: How long the decoding thread waits for the other running turns' next steps before it
 #: decodes without them (they are masking and sampling: well under a millisecond each).
 _GATHER_S = 0.003
+#: A turn waits for another's prompt when that saves decoding at least this many tokens.
+_SHARE_MIN = 16
 
 
 @dataclass
@@ -55,6 +58,8 @@ class Slot:
     ids: list[int] = field(default_factory=list)  # what the sequence's KV cells hold
     busy: bool = False
     used: int = 0  # when it was last taken (a counter): the least recent is evicted first
+    prompt: list[int] = field(default_factory=list)  # its turn's prompt
+    pending: bool = False  # its turn's prompt is not decoded yet
 
 
 @dataclass
@@ -104,6 +109,9 @@ class LlamaContext:
             slot.busy = True
             self._clock += 1
             slot.used = self._clock
+            while self._worth_waiting(slot, prompt):
+                self._cond.wait()
+            slot.prompt, slot.pending = list(prompt), True
             self.active += 1
         limit = len(prompt) - 1
         with self._exec:
@@ -120,6 +128,18 @@ class LlamaContext:
             slot.ids = list(prompt[:n])
         return slot, n
 
+    def _worth_waiting(self, slot: Slot, prompt: Sequence[int]) -> bool:
+        """Is another turn about to decode a prefix of `prompt` longer, by `_SHARE_MIN` tokens
+        or more, than any cells hold? (Runs started together share their system prompt and
+        tools: the first decodes them, the others wait for its cells and share them, instead
+        of each decoding the same tokens.) Only turns that took their slot earlier are waited
+        for, so no two turns wait for each other."""
+        have = max(_common(s.ids, prompt) for s in self.slots)
+        return any(
+            s is not slot and s.pending and _common(s.prompt, prompt) >= have + _SHARE_MIN
+            for s in self.slots
+        )
+
     def cut(self, slot: Slot, keep: int) -> None:
         """Forget the slot's tokens from position `keep` on."""
         with self._exec:
@@ -128,6 +148,7 @@ class LlamaContext:
 
     def give_back(self, slot: Slot) -> None:
         with self._cond:
+            slot.pending = False
             if slot.busy:
                 slot.busy = False
                 self.active -= 1
@@ -146,6 +167,7 @@ class LlamaContext:
         request = _Request(slot, list(ids), pos)
         with self._cond:
             self._queue.append(request)
+            self._cond.notify_all()  # a gathering decoder counts the queue
             while not request.done:
                 if self._decoding:
                     self._cond.wait()
@@ -220,6 +242,8 @@ class LlamaContext:
                     lib.llama_memory_seq_rm(self._mem, self._scratch, 0, -1)
             for request, at, take in rows:
                 request.slot.ids.extend(request.ids[at : at + take])
+                if at + take == len(request.ids):
+                    request.slot.pending = False  # its first request is its prompt
             for request, row in last:
                 ptr = lib.llama_get_logits_ith(self._ctx, row)
                 if not ptr:
