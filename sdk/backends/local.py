@@ -26,9 +26,9 @@ _CHOICE: str | None = None
 
 
 def local_backend(name: str | None = None) -> str:
-    """The backend GGUF names get from now on ("llama.cpp" or "transformers"); with no
-    argument, the one they get now. None resets to the default (`SDK_LOCAL_BACKEND`, else
-    llama.cpp where it is installed)."""
+    """Set the backend GGUF names get from now on ("llama.cpp" or "transformers") and return
+    it; with no argument, the one they get now: the one set here, else `SDK_LOCAL_BACKEND`,
+    else llama.cpp where llama-cpp-python is installed. Models already loaded stay loaded."""
     global _CHOICE
     if name is not None:
         _CHOICE = _checked(name, "local_backend")
