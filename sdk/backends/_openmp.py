@@ -20,9 +20,20 @@ import ctypes
 import functools
 import os
 
-__all__ = ["one_thread", "release_pool", "restore_threads"]
+__all__ = ["cores", "one_thread", "release_pool", "restore_threads"]
 
 _PAUSE_SOFT = 1  # omp_pause_soft: free the threads, keep what is cheap to keep
+
+
+def cores() -> int:
+    """The cores this process may run on (a container's CPU set, not the host's count)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    if affinity is not None:
+        try:
+            return max(1, len(affinity(0)))
+        except OSError:
+            pass
+    return os.cpu_count() or 2
 
 
 @functools.cache

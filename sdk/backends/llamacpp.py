@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from sdk.backends._llama_batch import UBATCH, LlamaContext, Slot
+from sdk.backends._openmp import cores as _cores
 from sdk.backends._openmp import one_thread, restore_threads
 from sdk.backends.chat_template import encode_prompt, index_for, render_prompt
 from sdk.errors import ContextLengthError, ModelLoadError
@@ -66,16 +67,6 @@ def _lib() -> Any:
                 llama_cpp.llama_log_set(_QUIET, ctypes.c_void_p(0))
             _LIB = llama_cpp
         return _LIB
-
-
-def _threads() -> int:
-    affinity = getattr(os, "sched_getaffinity", None)
-    if affinity is not None:
-        try:
-            return max(1, len(affinity(0)))
-        except OSError:
-            pass
-    return os.cpu_count() or 2
 
 
 class LlamaCppModel:
@@ -129,7 +120,7 @@ class LlamaCppModel:
         self.max_batch = check_int("max_batch", max_batch, 1)
         train = int(lib.llama_model_n_ctx_train(model))
         want = check_int("n_ctx", n_ctx, 16) if n_ctx is not None else min(train, 8192)
-        cores = _threads()
+        cores = _cores()
         cparams = lib.llama_context_default_params()
         cparams.n_ctx = want
         cparams.n_batch = UBATCH

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sdk.backends._batching import BatchScheduler, batchable
+from sdk.backends._openmp import cores as _cores
 from sdk.backends._openmp import one_thread, release_pool, restore_threads
 
 # Re-exported: they lived here before any other local backend rendered prompts.
@@ -63,17 +64,6 @@ def pack_linear_weights(model: Any) -> int:
     from sdk.backends._cpu_linear import pack_linear_weights as pack
 
     return pack(model)
-
-
-def _cores() -> int:
-    """The cores this process may run on (a container's CPU set, not the host's count)."""
-    affinity = getattr(os, "sched_getaffinity", None)
-    if affinity is not None:
-        try:
-            return max(1, len(affinity(0)))
-        except OSError:
-            pass
-    return os.cpu_count() or 2
 
 
 def _default_threads() -> int:
