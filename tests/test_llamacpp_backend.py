@@ -124,6 +124,21 @@ def test_the_next_turn_reuses_the_cached_prefix_and_says_so(llama: LlamaCppModel
     assert isinstance(second.output, Booking) and second.output.nights == 2
 
 
+def test_one_turn_at_a_time_still_keeps_several_prefixes() -> None:
+    """`max_batch=1` runs one turn at a time, but an agent's turns alternate between prompts
+    that share little (with tools, and the answer turn of "none" without): both stay cached."""
+    from sdk.backends._llama_batch import MIN_SLOTS
+
+    one = LlamaCppModel(smollm2_gguf_path(), n_ctx=2048, n_threads=1, max_batch=1)
+    assert len(one._context.slots) == MIN_SLOTS and one._context.running == 1
+    a = Agent(one, system_prompt="You answer in French.", max_tokens=4)
+    b = Agent(one, system_prompt="Tu réponds en anglais, toujours très brièvement.", max_tokens=4)
+    a.run_sync("Hello there.")
+    b.run_sync("Bonjour.")
+    again = a.run_sync("Hello there.")
+    assert again.usage.cached_prompt_tokens == again.usage.prompt_tokens - 1
+
+
 def test_a_prompt_longer_than_the_window_is_a_context_length_error() -> None:
     small = LlamaCppModel(smollm2_gguf_path(), n_ctx=64, n_threads=1)
     assert 64 <= small.context_length <= 512  # llama.cpp rounds the window up (to 256 here)

@@ -39,7 +39,7 @@ from typing import Any
 
 from sdk.errors import ContextLengthError, LocalModelError
 
-__all__ = ["TILE", "UBATCH", "LlamaContext", "Slot"]
+__all__ = ["MIN_SLOTS", "TILE", "UBATCH", "LlamaContext", "Slot"]
 
 #: The most tokens one `llama_decode` takes (longer prompts are split into near-equal parts).
 UBATCH = 512
@@ -50,6 +50,10 @@ TILE = 64
 _GATHER_S = 0.003
 #: A turn waits for another's prompt when that saves decoding at least this many tokens.
 _SHARE_MIN = 16
+#: Sequences kept at least, whatever `max_batch`: an agent's turns alternate between prompts
+#: that share little (a turn with tools, the answer turn of `"none"` without them), so even
+#: one turn at a time keeps a prefix for each.
+MIN_SLOTS = 4
 
 
 @dataclass
@@ -76,7 +80,7 @@ class LlamaContext:
     """A llama.cpp context, its batch buffer and its slots; every C call on the context runs
     under `_exec`."""
 
-    def __init__(self, lib: Any, ctx: Any, n_vocab: int, slots: int) -> None:
+    def __init__(self, lib: Any, ctx: Any, n_vocab: int, slots: int, running: int) -> None:
         self._lib = lib
         self._ctx = ctx
         self._mem = lib.llama_get_memory(ctx)
@@ -87,6 +91,7 @@ class LlamaContext:
         for i in range(n_batch + 1):
             self._batch.n_seq_id[i] = 1
         self.slots = [Slot(i) for i in range(slots)]
+        self.running = running  # the most turns that run at once (`max_batch`)
         self._scratch = slots  # the padding token's sequence (see `_decode_rows`)
         self._cond = threading.Condition()
         self._exec = threading.Lock()
@@ -102,10 +107,10 @@ class LlamaContext:
         prompt that any slot holds (shared from that slot where it is not this one), and how
         many prompt tokens that prefix covers (at least one token is left to run)."""
         with self._cond:
-            while all(s.busy for s in self.slots):
+            while self.active >= self.running or all(s.busy for s in self.slots):
                 self._cond.wait()
             free = [s for s in self.slots if not s.busy]
-            slot = max(free, key=lambda s: (_common(s.ids, prompt), -s.used))
+            slot = max(free, key=lambda s: _keep_most(s, prompt))
             slot.busy = True
             self._clock += 1
             slot.used = self._clock
@@ -322,6 +327,15 @@ def _batches(requests: list[_Request], n_batch: int) -> list[list[tuple[_Request
     if rows:
         out.append(rows)
     return out
+
+
+def _keep_most(slot: Slot, prompt: Sequence[int]) -> tuple[int, int, int]:
+    """Which free slot a turn over `prompt` takes (the largest key): one whose cells the
+    prompt extends (nothing is lost; the longest first; an empty slot extends nothing), else
+    the least recently used. The prefix itself is shared from whichever slot holds most of
+    it (`take`), so overwriting a slot that shares only a little loses its tail for nothing."""
+    n = _common(slot.ids, prompt)
+    return (1, n, -slot.used) if n == len(slot.ids) else (0, 0, -slot.used)
 
 
 def _common(a: Sequence[int], b: Sequence[int]) -> int:

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from sdk.backends._llama_batch import UBATCH, LlamaContext, Slot
+from sdk.backends._llama_batch import MIN_SLOTS, UBATCH, LlamaContext, Slot
 from sdk.backends._openmp import cores as _cores
 from sdk.backends._openmp import one_thread, restore_threads
 from sdk.backends.chat_template import encode_prompt, index_for, render_prompt
@@ -83,7 +83,9 @@ class LlamaCppModel:
         n_threads: Threads for a one-token step (default: this process's cores).
         n_threads_batch: Threads for a prompt or a forced run (default: this process's cores).
         max_batch: How many turns run at once, each a llama.cpp sequence whose tokens share
-            every `llama_decode` with the others' (more wait for a free one).
+            every `llama_decode` with the others' (more wait for a free one). Prompt
+            prefixes are kept in max(max_batch, 4) sequences, so even one turn at a time
+            finds both its agent's prompts (with tools, and the answer turn's without) cached.
         tokenizer: The transformers tokenizer whose chat template renders prompts (default:
             the GGUF's own, converted once and cached, see `sdk.backends.embedded`).
     """
@@ -125,7 +127,8 @@ class LlamaCppModel:
         cparams.n_ctx = want
         cparams.n_batch = UBATCH
         cparams.n_ubatch = UBATCH
-        cparams.n_seq_max = self.max_batch + 1  # and one for padding (`_llama_batch._pad`)
+        slots = max(self.max_batch, MIN_SLOTS)  # sequences: running turns and kept prefixes
+        cparams.n_seq_max = slots + 1  # and one for padding (`_llama_batch._pad`)
         cparams.kv_unified = True  # one pool of n_ctx cells: prefixes shared between slots
         # Flash attention, on: its CPU kernel skips the cells a token may not see, so a
         # sequence's logits do not depend on where its cells lie among other sequences' (the
@@ -145,7 +148,9 @@ class LlamaCppModel:
         self._ctx = ctx
         vocab = lib.llama_model_get_vocab(model)
         self.n_vocab = int(lib.llama_vocab_n_tokens(vocab))
-        self._context: LlamaContext | None = LlamaContext(lib, ctx, self.n_vocab, self.max_batch)
+        self._context: LlamaContext | None = LlamaContext(
+            lib, ctx, self.n_vocab, slots, self.max_batch
+        )
         self.n_ctx = int(lib.llama_n_ctx(ctx))
 
     @classmethod
