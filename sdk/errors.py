@@ -172,16 +172,24 @@ class RetriesExhausted(UnexpectedModelBehavior):
 
 
 class TruncationError(UnexpectedModelBehavior):
-    """`max_tokens` ran out inside a tool call or a structured output: `partial_text` has it.
+    """`max_tokens` ran out inside a tool call or a structured output, or a value there ran
+    away (the same few tokens over and over, stopped early): `partial_text` has it.
 
     Attributes:
         partial_text: the cut turn's text (also `raw_output`).
+        runaway: the text the runaway value repeated ("" when `max_tokens` ran out).
     """
 
     def __init__(
-        self, message: str, *, partial_text: str, messages: list[Message] | None = None
+        self,
+        message: str,
+        *,
+        partial_text: str,
+        messages: list[Message] | None = None,
+        runaway: str = "",
     ) -> None:
         self.partial_text = partial_text
+        self.runaway = runaway
         super().__init__(message, messages=messages, raw_output=partial_text)
 
 

@@ -253,6 +253,7 @@ def test_repeats_and_endings_are_counted() -> None:
 
     assert loop.ending_of(StepLimitExceeded("x")) == "step_limit"
     assert loop.ending_of(TruncationError("x", partial_text="")) == "truncation"
+    assert loop.ending_of(TruncationError("x", partial_text="", runaway="0")) == "runaway"
     assert loop.ending_of(RetriesExhausted("x", attempts=[])) == "retries"
     cut = loop.measure(q, TruncationError("x", partial_text="{"), [], 2.0, TOOLS)
     s = loop.summarize([again, cut])

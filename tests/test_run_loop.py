@@ -17,6 +17,7 @@ from sdk import (
     Agent,
     ConfigError,
     ModelRetry,
+    RetriesExhausted,
     RunContext,
     StepLimitExceeded,
     ToolDefinitionError,
@@ -144,6 +145,96 @@ def test_a_call_cut_by_max_tokens_is_retried_with_feedback(model: Any) -> None:
     with pytest.raises(TruncationError) as info:
         Agent(model(long, long, long), tools=[lookup], max_tokens=30, retries=2).run_sync("x")
     assert info.value.usage is not None and info.value.usage.retries == 2 and ran == ["Paris"]
+
+
+def test_a_runaway_value_stops_the_turn_early_and_is_retried(model: Any) -> None:
+    """A value stuck repeating one short unit is stopped after `RUNAWAY_TOKENS` tokens, not at
+    `max_tokens`: a failed attempt whose feedback names the repetition, then
+    `TruncationError` with `runaway` once the retries are spent. A long value that does not
+    repeat runs to its end."""
+    from sdk.decoding.generate import RUNAWAY_TOKENS
+
+    ran: list[str] = []
+
+    @tool
+    def lookup(city: str) -> str:
+        """Look a city up."""
+        ran.append(city)
+        return "found"
+
+    runaway = ToolCallScript("lookup", {"city": "1" + "0" * 400})
+    m = model(runaway, ToolCallScript("lookup", {"city": "Paris"}), "found it")
+    result = Agent(m, tools=[lookup], max_tokens=600).run_sync("x")
+    assert result.output == "found it" and ran == ["Paris"]
+    assert "repeated '0' without end" in m.prompts[1] and result.usage.retries == 1
+    cut = result.messages[1].content
+    assert cut.endswith("0" * 40) and len(m.tokenizer.encode(cut)) < RUNAWAY_TOKENS + 32
+
+    with pytest.raises(TruncationError) as info:
+        Agent(model(runaway, runaway), tools=[lookup], max_tokens=600, retries=1).run_sync("x")
+    assert info.value.runaway == "0" and "ran away" in str(info.value) and ran == ["Paris"]
+
+    varied = "".join(str(i) for i in range(150))  # digits, but no short unit repeating
+    result = Agent(model(ToolCallScript("lookup", {"city": varied}), "ok"), tools=[lookup],
+                   max_tokens=600).run_sync("x")  # fmt: skip
+    assert ran[-1] == varied and result.usage.retries == 0
+
+
+def test_runaway_period() -> None:
+    from sdk.decoding.generate import RUNAWAY_TOKENS, runaway_period
+
+    assert runaway_period([7] * RUNAWAY_TOKENS) == 1
+    assert runaway_period([5, *([1, 2, 3] * RUNAWAY_TOKENS)]) == 3
+    assert runaway_period([1] * (RUNAWAY_TOKENS - 1)) == 0  # not long enough yet
+    assert runaway_period(list(range(RUNAWAY_TOKENS))) == 0
+    assert runaway_period([1, 2, 3, 4, 5] * RUNAWAY_TOKENS) == 0  # a unit longer than 4
+
+
+def test_tool_exceptions_draw_on_the_retry_budget(model: Any) -> None:
+    """A tool that raises (under the default `tool_errors="return"`) is a failed attempt: the
+    model sees the error and may try again, within the tool's `retries`."""
+    calls: list[int] = []
+
+    @tool
+    def fetch(n: int) -> str:
+        """Fetch a page."""
+        calls.append(n)
+        if n < 3:
+            raise ConnectionError(f"page {n} timed out")
+        return "page"
+
+    m = model(ToolCallScript("fetch", {"n": 1}), ToolCallScript("fetch", {"n": 3}), "done")
+    result = Agent(m, tools=[fetch]).run_sync("x")
+    assert result.output == "done" and result.usage.retries == 1
+    assert result.tool_calls[0].error == "ConnectionError: page 1 timed out"
+
+    m = model(*(ToolCallScript("fetch", {"n": n}) for n in (0, 1, 2)), "never")
+    with pytest.raises(RetriesExhausted) as info:
+        Agent(m, tools=[fetch], retries=1).run_sync("x")
+    assert [a.error for a in info.value.attempts] == [
+        "Error: ConnectionError: page 0 timed out",
+        "Error: ConnectionError: page 1 timed out",
+    ]
+    assert calls[-2:] == [0, 1]
+
+
+def test_the_same_call_after_it_failed_is_a_loop(model: Any) -> None:
+    """The very call that failed, sent again, would fail again: the turn is answered instead
+    and the tool does not run twice (Qwen2.5-Coder-0.5B sent one failing conversion seven
+    times until `max_steps`)."""
+    ran: list[str] = []
+
+    @tool
+    def convert(amount: float, currency: str) -> str:
+        """Convert an amount to USD."""
+        ran.append(currency)
+        raise ValueError(f"unknown currency {currency!r}")
+
+    bad = ToolCallScript("convert", {"amount": 23, "currency": "celsius"})
+    m = model(bad, bad, "I could not convert it.")
+    result = Agent(m, tools=[convert]).run_sync("23 celsius in USD?")
+    assert result.output == "I could not convert it." and ran == ["celsius"]
+    assert result.usage.repeated_calls == 1
 
 
 def test_a_repeated_call_is_not_run_again_and_the_next_turn_answers(model: Any) -> None:

@@ -118,8 +118,8 @@ class Agent(Generic[OutputT]):
             are drawn from (nucleus sampling); 1.0 keeps all. In (0, 1].
         seed: seeds the sampling, so that a run with `temperature > 0` can be repeated;
             None leaves it unseeded.
-        tool_errors: "return" sends a tool's exception text back to the model; "raise" ends the run
-            with `ToolExecutionError`.
+        tool_errors: "return" sends a tool's exception text back to the model, a failed attempt
+            on that tool's `retries` budget; "raise" ends the run with `ToolExecutionError`.
         parallel_tool_calls: allow several calls in one turn. Small models tend to repeat the same
             call over and over; False ends the turn after its first call.
         drop_repeated_calls: a call identical (name and arguments) to an earlier call of the same

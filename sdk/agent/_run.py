@@ -88,6 +88,8 @@ class RunState:
     offered: dict[str, Any] = field(default_factory=dict)  # this turn's tools
     # Every call that ran, by name and canonical arguments: a repeat gets its result again.
     results: dict[str, Any] = field(default_factory=dict)
+    # Calls whose tool raised (keys as `results`'): sent again, they are a loop.
+    raised: set[str] = field(default_factory=set)
     approval: ApprovalPredicate | None = None
     pending: list[ToolCall] = field(default_factory=list)  # validated, awaiting approval
     resume: list[ToolCallPart] = field(default_factory=list)  # the history's pending calls
@@ -394,7 +396,10 @@ def _retry_cut_value(agent: Agent[Any], run: RunState, exc: TruncationError, ste
     if agent._tool_manager.stop(run.failures[key]):
         raise exc
     feedback = (
-        f"Your reply was cut off: {exc}, so it was not used. Write it again, shorter "
+        f"Your reply was cut off: a value in it repeated {exc.runaway!r} without end, so it "
+        "was not used. Write it again without the repetition."
+        if exc.runaway
+        else f"Your reply was cut off: {exc}, so it was not used. Write it again, shorter "
         "(fewer or shorter values)."
     )
     _log.info("retry (max_tokens): %s", exc)

@@ -164,10 +164,13 @@ class ToolManager:
 
     def loops_only(self, run: RunState, calls: Sequence[ParsedCall]) -> bool:
         """Does every call of the turn repeat one that already ran in this run, up to values
-        copied from the run's results (`sdk.agent._loops`), each of a tool not marked
-        `repeatable`? Such a turn gets nowhere: the model should answer."""
+        copied from the run's results (`sdk.agent._loops`), or exactly one whose tool raised
+        (it would raise again: Qwen2.5-Coder-0.5B sent `convert_currency(23, "celsius",
+        "USD")` seven times, each answered with the same error), each of a tool not marked
+        `repeatable`? Such a turn gets nowhere: the model should answer. (A call that asked
+        for a retry, `ModelRetry`, is retried under the budget as the docs say.)"""
         ran = [c for c in run.tool_calls if c.args is not None and c.error is None]
-        if not calls or not ran:
+        if not calls or not (ran or run.raised):
             return False
         values = ResultValues([c.result for c in ran])
         for call in calls:
@@ -175,7 +178,11 @@ class ToolManager:
             if tool is None or getattr(tool, "repeatable", False):
                 return False
             args, _ = checked_args(call, tool)
-            if args is None or not loops(call.name, args, ran, values):
+            if args is None:
+                return False
+            if _call_key(call.name, args) not in run.raised and not loops(
+                call.name, args, ran, values
+            ):
                 return False
         return True
 
@@ -265,7 +272,12 @@ class ToolManager:
                         messages=list(run.messages),
                         raw_output=run.last_raw,
                     ) from exc
-                return Message.tool(f"Error: {record.error}", tool_call_id=call_id, name=call.name)
+                # A failed attempt like an invalid call: it draws on the tool's retry budget
+                # (a tool that keeps failing ends the run with `RetriesExhausted`).
+                text = f"Error: {record.error}"
+                run.raised.add(key)
+                self.fail(run, call.name, FailedAttempt(call.name, call.raw, text, step))
+                return Message.tool(text, tool_call_id=call_id, name=call.name)
         record.error = feedback
         self.fail(run, call.name, FailedAttempt(call.name, call.raw, feedback or "", step))
         return Message.tool(

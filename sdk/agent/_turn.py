@@ -38,7 +38,7 @@ from sdk.decoding.formats import (
     get_format,
     strip_property_titles,
 )
-from sdk.decoding.generate import TurnOutput, TurnRequest
+from sdk.decoding.generate import RUNAWAY_TOKENS, TurnOutput, TurnRequest
 from sdk.decoding.turn_grammar import TurnGrammar, build_turn_grammar
 from sdk.errors import TruncationError
 from sdk.history import HistoryProcessor
@@ -232,11 +232,15 @@ class TurnAssembly:
                 and (opener in out.text or opener.startswith(out.text.lstrip()))
             )
         )
+        where = "tool call" if in_call else "structured output"
+        why = (
+            f"a value ran away inside a {where} ({out.runaway!r} over and over for "
+            f"{RUNAWAY_TOKENS} tokens)"
+            if out.runaway
+            else f"max_tokens={run.max_tokens} ran out inside a {where}"
+        )
         raise TruncationError(
-            f"max_tokens={run.max_tokens} ran out inside a "
-            + ("tool call" if in_call else "structured output"),
-            partial_text=out.text,
-            messages=list(run.messages),
+            why, partial_text=out.text, messages=list(run.messages), runaway=out.runaway
         )
 
     def _cut_inside_value(

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from sdk._stream import TokenStream, TurnScanner, emit_whole_turn
 from sdk.decoding.generate import (
@@ -178,11 +178,23 @@ def run_local_turn(
         heal=settings.heal,
         on_progress=stream,
         cancel=settings.cancel,
+        runaways=_runaway_scope(grammar.mode, turn.gate is not None),
     )
     out.reasoning_opened = turn.reasoning_opened
     if stream is not None:
         stream.finish()
     return out
+
+
+def _runaway_scope(mode: str, gated: bool) -> Literal["reply", "calls"] | None:
+    """Where a runaway value stops the turn (`generate_turn`'s `runaways`): inside calls
+    where the gate tracks them, the whole reply where it is all value (a call, a typed
+    output), never in an answer's free text."""
+    if mode == "none":
+        return None
+    if gated:
+        return "calls"
+    return "reply" if mode in ("required", "output") else None
 
 
 async def arun_local_turn(

@@ -18,7 +18,8 @@ Measured by the bench itself (each tool wrapped, the run's outcome read through 
 only), not by the SDK's counters, so an older checkout is measured the same way:
 
 - answered: the run returned (no exception). Other endings: step_limit (StepLimitExceeded),
-  truncation (TruncationError), retries (RetriesExhausted / UnexpectedModelBehavior), error:T;
+  truncation (TruncationError at max_tokens), runaway (TruncationError for a value that ran away,
+  stopped early), retries (RetriesExhausted / UnexpectedModelBehavior), error:T;
 - answer is a call: the returned text is a tool call in disguise (tagged, fenced or bare JSON,
   `looks_like_call`): the app shows the user a call instead of an answer;
 - within 3: answered with a real (not a call) answer in at most 3 model turns;
@@ -264,7 +265,7 @@ class Run:
 
     id: str
     kind: str
-    ending: str  # answer | step_limit | truncation | retries | error:<Type>
+    ending: str  # answer | step_limit | truncation | runaway | retries | error:<Type>
     output: str = ""
     is_call: bool = False
     steps: int = 0
@@ -289,7 +290,10 @@ def ending_of(exc: BaseException) -> str:
     """The run's ending, by class name (the classes of an older tree are other objects);
     the most specific class wins (TruncationError is an UnexpectedModelBehavior)."""
     found = (_ENDINGS[c.__name__] for c in type(exc).__mro__ if c.__name__ in _ENDINGS)
-    return next(found, f"error:{type(exc).__name__}")
+    ending = next(found, f"error:{type(exc).__name__}")
+    if ending == "truncation" and getattr(exc, "runaway", ""):
+        return "runaway"  # stopped early, not at max_tokens
+    return ending
 
 
 def measure(

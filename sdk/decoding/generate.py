@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from sdk.decoding._alignment import give_back_extendable
 from sdk.decoding._gate import PROBE, CallGate, GateRun
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from sdk.messages import Message
 
 __all__ = [
+    "RUNAWAY_TOKENS",
     "DecodeSession",
     "RollbackSession",
     "SamplingConfig",
@@ -41,6 +42,7 @@ __all__ = [
     "TurnOutput",
     "TurnRequest",
     "generate_turn",
+    "runaway_period",
 ]
 
 
@@ -113,6 +115,29 @@ class TurnOutput:
     dropped: str = ""
     # The prompt opened the format's reasoning span (R1's `<think>\n`): the text starts in it.
     reasoning_opened: bool = False
+    # A value ran away: the unit (text) its last `RUNAWAY_TOKENS` tokens repeated; the turn
+    # stopped there ("length", as if max_tokens had cut it). "" otherwise.
+    runaway: str = ""
+
+
+#: A constrained value whose last this many tokens are one unit of at most `RUNAWAY_PERIOD`
+#: tokens, over and over, has run away: greedy decoding has entered a cycle it does not leave
+#: (Qwen2.5-Coder-0.5B: `"40 * 1000 / 1000000000...` until `max_tokens`, on every retry). The
+#: turn stops there instead of spending the rest of `max_tokens` on it.
+RUNAWAY_TOKENS = 64
+RUNAWAY_PERIOD = 4
+
+
+def runaway_period(out: Sequence[int]) -> int:
+    """The period of `out`'s last `RUNAWAY_TOKENS` tokens when they repeat one unit of at most
+    `RUNAWAY_PERIOD` tokens; 0 when they do not."""
+    if len(out) < RUNAWAY_TOKENS:
+        return 0
+    tail = list(out[-RUNAWAY_TOKENS:])
+    for p in range(1, RUNAWAY_PERIOD + 1):
+        if tail[p:] == tail[:-p]:
+            return p
+    return 0
 
 
 def _valid_utf8_prefix(data: bytes) -> str:
@@ -201,6 +226,7 @@ def generate_turn(
     heal: bool = True,
     on_progress: Callable[[list[int]], None] | None = None,
     cancel: threading.Event | None = None,
+    runaways: Literal["reply", "calls"] | None = None,
 ) -> TurnOutput:
     """Generate one turn. Raises `UnexpectedModelBehavior` if the grammar leaves no token the
     model may pick (only scripted test models can get there: a real model's full distribution
@@ -211,6 +237,9 @@ def generate_turn(
     (`forced_token_ids`). `on_progress`: called with the turn's token ids after every step (a
     streamed run's events; shorter than before when a repeated call was cut away).
     `cancel`: once set, the turn stops before its next forward pass (`TurnCancelled`).
+    `runaways`: where a value that ran away (`runaway_period`) stops the turn: anywhere in
+    the reply ("reply": it is all calls or a typed output), inside calls ("calls": the gate
+    tells where they are), or nowhere (None: free text).
     `finish_reason` is "length" when `max_tokens` ran out; the caller
     decides whether the cut fell inside a value (the agent raises `TruncationError` then, even
     when the cut happens to leave text the grammar accepts).
@@ -229,6 +258,7 @@ def generate_turn(
     feed: list[int] = []
     finish = "length"
     dropped = ""  # what was cut off the end: "repeat" (a repeated call), "truncated"
+    runaway = ""
     t_start = time.perf_counter()
     mask_time = 0.0
     try:
@@ -338,6 +368,13 @@ def generate_turn(
                 on_progress(out)
             if dropped:
                 break
+            if runaways is not None and (
+                runaways == "reply" or (steer is not None and steer.in_call)
+            ):
+                period = runaway_period(out)
+                if period:
+                    runaway = index.decode_bytes(out[-period:]).decode("utf-8", errors="replace")
+                    break  # finish stays "length": a cut value, never used
             if matcher is not None and matcher.is_terminated():
                 finish = "stop"  # only EOS could follow: skip the forward pass
                 break
@@ -367,7 +404,7 @@ def generate_turn(
     usage.generation_time_s = time.perf_counter() - t_start
     text = index.decode_bytes(out).decode("utf-8", errors="replace")
     accepting = matcher is None or finish == "stop" or matcher.is_accepting()
-    return TurnOutput(text, out, finish, accepting, usage, dropped=dropped)
+    return TurnOutput(text, out, finish, accepting, usage, dropped=dropped, runaway=runaway)
 
 
 def _prefill(session: DecodeSession, start: list[int]) -> tuple[torch.Tensor, int]:
