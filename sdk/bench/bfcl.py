@@ -39,6 +39,9 @@ lost when max_tokens ran out inside a call / of those, turns ending in a whitesp
 seconds and tokens per question, and noncanon (share of calls whose generated token ids
 differ from the tokenizer's own encoding of the call's text; n/a when the agent does not
 report the turn's ids). xgrammar with the flexible style allows any JSON whitespace.
+The model runs on the backend an agent gives its name (a GGUF on llama.cpp where it is
+installed; `SDK_LOCAL_BACKEND=transformers` for the other), on transformers when the xgrammar
+mode is asked for (its logits processor needs a transformers model).
 --auto-call-bias (a float, or "off" for the model's own pick, the behaviour before the call
 decision existed) and --reasoning-tokens are passed to the agent.
 """
@@ -754,13 +757,21 @@ def _code(o: Outcome) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     data = data_dir(args.data)  # before the model loads: a missing folder fails at once
-    from sdk.backends.transformers import TransformersModel
-
-    t0 = time.perf_counter()
-    backend = TransformersModel.from_pretrained(args.model)
-    print(f"model {args.model} loaded in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
     modes: list[str] = args.modes
     xgr = "xgrammar" in modes
+    t0 = time.perf_counter()
+    if xgr:  # XGrammar's logits processor runs on a transformers model
+        from sdk.backends.transformers import TransformersModel
+
+        backend: Any = TransformersModel.from_pretrained(args.model)
+    else:  # the backend an agent gets for this name (`SDK_LOCAL_BACKEND` picks another)
+        from sdk.backends.local import coerce_model
+
+        backend = coerce_model(args.model)
+    print(
+        f"model {args.model} loaded on {type(backend).__name__} in {time.perf_counter() - t0:.1f}s",
+        file=sys.stderr,
+    )
     options = Options(args.max_tokens, args.auto_call_bias, args.reasoning_tokens)
     try:
         runner = Runner(backend, options, xgrammar=xgr)
@@ -804,7 +815,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     header = (
         f"BFCL {','.join(args.categories)}: n={args.n} per category from #{args.offset}, model "
-        f"{args.model}, greedy, max_tokens={args.max_tokens}, styles: {styles_text}"
+        f"{args.model} on {type(backend).__name__}, greedy, max_tokens={args.max_tokens}, "
+        f"styles: {styles_text}"
         + (f", auto_call_bias={args.auto_call_bias}" if args.auto_call_bias is not None else "")
         + (
             f", reasoning_tokens={args.reasoning_tokens}"
