@@ -275,11 +275,27 @@ def test_literals_classes_and_names() -> None:
         'A_B: "é" | "\\U0001F600"\n'
     )
     assert g.splitlines()[0] == "root ::= start"
-    assert "a-b ::= [\\x2Da-c]+ A-B?" in g
+    assert "a-b ::= [\\u002Da-c]+ A-B?" in g
     assert 'start ::= a-b | x "q\\"\\\\\\n"' in g
-    assert "x ::= [ \\x21\\x23-\\[\\]-\\U0010FFFF]{2,5}" in g
-    assert 'A-B ::= "\\xE9" | "\\U0001F600"' in g
+    assert "x ::= [ \\u0021\\u0023-\\[\\]-\\U0010FFFF]{2,5}" in g
+    assert 'A-B ::= "\\u00E9" | "\\U0001F600"' in g
     llama_parses(g)
+
+
+@given(st.integers(0, 0x10FFFF), st.booleans())
+def test_escapes_have_a_fixed_length(cp: int, in_class: bool) -> None:
+    """No `\\xNN`: XGrammar's EBNF parser (vLLM, SGLang) reads hex digits after `\\x` for as
+    long as they come, so `[\\x3CA]` meant U+03CA there and `<`/`A` to llama.cpp. Every
+    escape is one that both read to the same length."""
+    from sdk.engine.gbnf import _escape_cp
+
+    esc = _escape_cp(cp, in_class=in_class)
+    assert not esc.startswith("\\x")
+    assert (
+        len(esc) == 1
+        or esc in ("\\t", "\\n", "\\r", '\\"', "\\\\", "\\[", "\\]")
+        or re.fullmatch(r"\\u[0-9A-F]{4}|\\U[0-9A-F]{8}", esc)
+    ), esc
 
 
 def test_name_collisions_and_root() -> None:

@@ -119,7 +119,9 @@ _SHORT_ESCAPES = {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r", 0x22: '\\"', 0x5C: "\\\
 def _escape_cp(cp: int, *, in_class: bool) -> str:
     """One code point, ASCII-only output: letters, digits, space (and in literals printable
     punctuation) as themselves; llama.cpp's escapes `\\n \\t \\r \\" \\\\ \\[ \\]` and
-    `\\xNN` / `\\uNNNN` / `\\UNNNNNNNN` for the rest."""
+    `\\uNNNN` / `\\UNNNNNNNN` for the rest. Never `\\xNN`: llama.cpp reads two hex digits
+    after it, XGrammar's EBNF parser (vLLM, SGLang) as many as follow, so `[\\x3CA]` is `<` or
+    `A` to one and U+03CA to the other; four and eight digits read the same in both."""
     ch = chr(cp)
     if ch.isascii() and (ch.isalnum() or ch == " "):
         return ch
@@ -130,8 +132,6 @@ def _escape_cp(cp: int, *, in_class: bool) -> str:
         return "\\" + ch
     if not in_class and 0x20 < cp < 0x7F:
         return ch
-    if cp <= 0xFF:
-        return f"\\x{cp:02X}"
     if cp <= 0xFFFF:
         return f"\\u{cp:04X}"
     return f"\\U{cp:08X}"
