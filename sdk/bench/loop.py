@@ -291,7 +291,8 @@ def ending_of(exc: BaseException) -> str:
     the most specific class wins (TruncationError is an UnexpectedModelBehavior)."""
     found = (_ENDINGS[c.__name__] for c in type(exc).__mro__ if c.__name__ in _ENDINGS)
     ending = next(found, f"error:{type(exc).__name__}")
-    if ending == "truncation" and getattr(exc, "runaway", ""):
+    runaway: object = getattr(exc, "runaway", None)
+    if ending == "truncation" and runaway:
         return "runaway"  # stopped early, not at max_tokens
     return ending
 
