@@ -298,6 +298,19 @@ def test_escapes_have_a_fixed_length(cp: int, in_class: bool) -> None:
     ), esc
 
 
+def test_a_repeat_of_a_repeat_is_grouped(smollm2_index: Any) -> None:
+    """`(x*)*` is written with its group: `x**` is refused by llama.cpp and XGrammar alike (a
+    MaskBench URL pattern with `(?:[a-z]|\\/)*` inside a repeat came out so)."""
+    lark = 'start: /(?:(?:[a-z]|\\/)*\\.)*x/ ("a"*)*\n'
+    g = lark_to_gbnf(lark)
+    assert "**" not in g
+    assert '(([a-z] | "/")* ".")*' in g and '("a"*)*' in g
+    orig, back, _ = round_trip(lark, smollm2_index)
+    for text in ["x", "ab/.x", "a.b.xaa", "ab/x", ".x", "xb"]:
+        assert back(text) == orig(text), text
+    llama_parses(g)
+
+
 def test_name_collisions_and_root() -> None:
     g = lark_to_gbnf('start: root ROOT\nroot: "a"\nROOT: "b"\n')
     lines = g.splitlines()

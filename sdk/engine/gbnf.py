@@ -206,7 +206,10 @@ def _group(expr: str) -> str:
 def _repeat(expr: str, lo: int, hi: int | None) -> str:
     if lo == 1 and hi == 1:
         return expr
-    item = _group(expr)
+    # An item that already ends in a repeat is grouped: `(x*)*`, never `x**` (which neither
+    # llama.cpp nor XGrammar parses: a MaskBench URL pattern `(?:[a-z]|\/)*` inside a
+    # repeat did that).
+    item = f"({expr})" if _POSTFIX.search(expr) and not expr.endswith('"') else _group(expr)
     if (lo, hi) == (0, 1):
         return f"{item}?"
     if hi is None:
