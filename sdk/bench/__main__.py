@@ -21,6 +21,9 @@ subcommands:
   backends        llama.cpp in process vs transformers vs a llama.cpp server on the same BFCL
                   questions (load, seconds per call, tokens/s, peak RSS, correct); see
                   `backends --help`
+  servers         the grammars the remote backend sends, compiled by each server's engine
+                  (llama.cpp, XGrammar, llguidance) and judged against our matcher; see
+                  `servers --help`
 """
 
 
@@ -67,6 +70,12 @@ def _backends(argv: list[str]) -> int:
     return main(argv)
 
 
+def _servers(argv: list[str]) -> int:
+    from .servers import main
+
+    return main(argv)
+
+
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "maskbench": _maskbench,
     "e2e": _e2e,
@@ -75,6 +84,7 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "concurrency": _concurrency,
     "loop": _loop,
     "backends": _backends,
+    "servers": _servers,
 }
 
 
