@@ -403,6 +403,22 @@ def test_distinct_calls_are_all_kept(smollm2_tokenizer: Any) -> None:
     assert len(result.tool_calls) == 3
 
 
+def test_a_runaway_later_call_is_dropped_and_the_complete_ones_kept(
+    smollm2_tokenizer: Any,
+) -> None:
+    """A value that runs away in the third call stops the turn there (not at `max_tokens`):
+    that call is dropped like a cut one, the two before it stand."""
+    calls = [ToolCallScript("get_weather", {"city": c}) for c in ("Paris", "Rome", "1" + "0" * 300)]
+    plan = Agent(
+        TestModel([calls], tokenizer=smollm2_tokenizer),
+        tools=[get_weather],
+        tool_choice="required",
+        max_tokens=1000,
+    ).plan_sync("Weather in Paris, Rome and nowhere?")
+    assert [c.args.city for c in plan.tool_calls] == ["Paris", "Rome"]
+    assert plan.usage.cut_calls == 1 and plan.usage.forward_passes < 200, plan.usage
+
+
 def test_max_tokens_inside_a_later_call_keeps_the_complete_ones(smollm2_tokenizer: Any) -> None:
     """The cut call is dropped (never a cut value); the calls the model finished stand."""
     calls = [ToolCallScript("get_weather", {"city": c}) for c in ("Paris", "Rome", "Lisbon")]

@@ -254,9 +254,10 @@ class TurnAssembly:
             return False  # free text (an answer) cut short is an ordinary "length" finish
         if out.dropped == "truncated":  # the cut call is gone; the turn is its complete calls
             _log.warning(
-                "max_tokens=%d ran out inside a call: it was dropped, the %d complete calls "
-                "before it are kept",
-                run.max_tokens,
+                "%s inside a call: it was dropped, the %d complete calls before it are kept",
+                f"a value ran away ({out.runaway!r} over and over)"
+                if out.runaway
+                else f"max_tokens={run.max_tokens} ran out",
                 len(self.calls(out, grammar, fmt)),
             )
             return False
