@@ -6,6 +6,7 @@ enforced on the client as well (named below)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -42,9 +43,11 @@ SETUPS = [
     ("vllm", "lark", None),
     ("vllm", "json_schema", None),
     ("vllm", "none", None),
+    ("vllm", "structural_tag", None),
     ("sglang", "gbnf", "ebnf"),
     ("sglang", "json_schema", None),
     ("sglang", "none", None),
+    ("sglang", "structural_tag", None),
 ]
 
 #: Fields a target does not declare but the backend also enforces itself: `parse_response`
@@ -132,3 +135,79 @@ def test_parallel_calls_off_is_enforced_on_the_client() -> None:
     }  # fmt: skip
     out = model.parse_response(data, request, grammar, parallel_tool_calls=False)
     assert out.calls is not None and [c.arguments for c in out.calls] == [{"city": "Paris"}]
+
+
+# ------------------------------------------------------------------ structural tags
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def _tag(choice: str, parallel: bool = True) -> Any:
+    from sdk.backends.openai import structural_tag_for
+
+    tools = [as_tool(get_weather), as_tool(add)]
+    request = TurnRequest(
+        messages=(Message.user("x"),), tools=tools, tool_choice=choice, fmt=HERMES
+    )
+    grammar = build_turn_grammar(tools, choice, None, parallel_tool_calls=parallel)
+    return structural_tag_for(request, grammar, parallel)
+
+
+def test_structural_tags_follow_the_turns_choice() -> None:
+    auto = _tag("auto")
+    fmt = auto["format"]
+    assert auto["type"] == "structural_tag" and fmt["type"] == "triggered_tags"
+    assert fmt["triggers"] == ["<tool_call>"] and not fmt["at_least_one"]
+    weather = fmt["tags"][0]
+    assert weather["begin"] == '<tool_call>\n{"name": "get_weather", "arguments": '
+    assert weather["end"] == "}\n</tool_call>"
+    assert weather["content"]["json_schema"]["required"] == ["city"]
+    assert _tag("required")["format"]["at_least_one"]
+    assert _tag("auto", parallel=False)["format"]["stop_after_first"]
+    assert [t["begin"].split('"')[3] for t in _tag("add")["format"]["tags"]] == ["add"]
+    assert _tag("none") is None
+
+
+def test_structural_tag_requests() -> None:
+    model = OpenAIChatModel("http://server/v1", "m", constraint="structural_tag")
+    bodies = _bodies(model)
+    assert all("tools" not in b for b in bodies)  # described in the prompt, parsed from text
+    kinds = [b.get("response_format", {}).get("type") for b in bodies]
+    assert kinds == ["structural_tag", "structural_tag", "structural_tag", "json_schema",
+                     "structural_tag"]  # fmt: skip
+    for server in ("vllm", "sglang"):
+        assert set().union(*bodies) <= set(PROTOCOLS[server]["fields"]) | CLIENT_ENFORCED
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("xgrammar") is None, reason="xgrammar (a benchmark peer) missing"
+)
+def test_xgrammar_enforces_the_structural_tags_as_the_turn_means() -> None:
+    """Compiled by XGrammar's structural-tag API (what vLLM and SGLang run): the format's calls
+    pass, free text before a call only in "auto", a bad argument or an unknown tool never."""
+    import xgrammar as xgr
+    from xgrammar.testing import _is_grammar_accept_string as accepts
+
+    call = HERMES.render_call("get_weather", {"city": "Paris"})
+    call2 = HERMES.render_call("add", {"a": 1, "b": 2})
+    texts = {
+        "call": call, "text+call": "Let me check.\n" + call, "text": "Hello.",
+        "bad": HERMES.render_call("add", {"a": "x", "b": 2}),
+        "unknown": call.replace("get_weather", "nope"), "two": call + "\n" + call2,
+    }  # fmt: skip
+    want = {
+        ("auto", True): {"call", "text+call", "text", "two"},
+        ("auto", False): {"call", "text+call", "text"},
+        ("required", True): {"call", "two"},
+        ("add", True): set(),
+    }
+    for (choice, parallel), accepted in want.items():
+        grammar = xgr.Grammar.from_structural_tag(json.dumps(_tag(choice, parallel)))
+        got = {k for k, t in texts.items() if accepts(grammar, t)}
+        assert got == accepted, (choice, parallel)
+    only_add = xgr.Grammar.from_structural_tag(json.dumps(_tag("add")))
+    assert accepts(only_add, call2) and not accepts(only_add, call)

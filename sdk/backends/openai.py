@@ -12,6 +12,11 @@ in the form it understands, chosen by `constraint`:
   local generation.
 - `"lark"`: the same turn grammar as Lark text, in `structured_outputs.grammar` (vLLM) by
   default (`grammar_field="guided_grammar"` for older vLLM).
+- `"structural_tag"`: `response_format={"type": "structural_tag", ...}` (vLLM, SGLang with
+  XGrammar): free text until the call opener, then each call's arguments under its tool's JSON
+  Schema (`structural_tag_for`). Looser than the turn grammar (the text around calls is free,
+  a typed final answer is left to the agent's validation); tools in the system prompt, calls
+  parsed from the text as in the grammar modes.
 - `"json_schema"`: native `tools` / `tool_choice`; a typed final reply as
   `response_format={"type": "json_schema", ...}` (OpenAI, vLLM, SGLang, llama-server).
 - `"json_object"`: the same, with llama-cpp-python's `{"type": "json_object", "schema": ...}`.
@@ -53,11 +58,14 @@ __all__ = [
     "OpenAIChatModel",
     "RemoteModelError",
     "RemoteTimeoutError",
+    "structural_tag_for",
 ]
 
-Constraint = Literal["gbnf", "lark", "json_schema", "json_object", "none"]
+Constraint = Literal["gbnf", "lark", "structural_tag", "json_schema", "json_object", "none"]
 _CONSTRAINTS: tuple[str, ...] = get_args(Constraint)
 _GRAMMAR_MODES = ("gbnf", "lark")
+# Modes whose tools are described in the prompt and whose calls come back as text.
+_TEXT_MODES = (*_GRAMMAR_MODES, "structural_tag")
 _DEFAULT_FIELD = {"gbnf": "grammar", "lark": "structured_outputs.grammar"}
 _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
@@ -321,7 +329,8 @@ class OpenAIChatModel:
         if name is not None:
             body["model"] = name
         grammar_mode = self.constraint in _GRAMMAR_MODES
-        body["messages"] = _hermes_messages(request) if grammar_mode else _native_messages(request)
+        text_mode = self.constraint in _TEXT_MODES
+        body["messages"] = _hermes_messages(request) if text_mode else _native_messages(request)
         body["max_tokens"] = max_tokens
         body["temperature"] = sampling.temperature
         if sampling.top_p < 1.0:
@@ -334,6 +343,12 @@ class OpenAIChatModel:
             if grammar.lark is not None and grammar.mode != "none":
                 text = self.gbnf_for(grammar) if self.constraint == "gbnf" else grammar.lark
                 _put(body, self.grammar_field, text)
+        elif self.constraint == "structural_tag":
+            tag = structural_tag_for(request, grammar, parallel_tool_calls)
+            if tag is not None:
+                body["response_format"] = tag
+            elif grammar.mode == "output" and request.output_schema is not None:
+                body["response_format"] = _json_schema_format(dict(request.output_schema))
         else:
             if request.tools:
                 body["tools"] = [t.to_openai() for t in request.tools]
@@ -343,10 +358,7 @@ class OpenAIChatModel:
             if grammar.mode == "output" and request.output_schema is not None:
                 schema = dict(request.output_schema)
                 if self.constraint == "json_schema":
-                    body["response_format"] = {
-                        "type": "json_schema",
-                        "json_schema": {"name": _schema_name(schema), "schema": schema},
-                    }
+                    body["response_format"] = _json_schema_format(schema)
                 elif self.constraint == "json_object":
                     body["response_format"] = {"type": "json_object", "schema": schema}
         for k, v in self.extra_body.items():
@@ -375,7 +387,7 @@ class OpenAIChatModel:
             text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
         finish = str(choice.get("finish_reason") or "stop")
         calls: list[ParsedCall] | None = None
-        if self.constraint not in _GRAMMAR_MODES:
+        if self.constraint not in _TEXT_MODES:
             raw_calls = message.get("tool_calls") or []
             if raw_calls:
                 calls = [_parsed_call(c) for c in raw_calls]
@@ -509,6 +521,48 @@ def _native_messages(request: TurnRequest) -> list[dict[str, Any]]:
             d["content"] = ""
         out.append(d)
     return out
+
+
+def _json_schema_format(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "json_schema", "json_schema": {"name": _schema_name(schema), "schema": schema}}
+
+
+def structural_tag_for(
+    request: TurnRequest, grammar: TurnGrammar, parallel_tool_calls: bool = True
+) -> dict[str, Any] | None:
+    """The turn's calls as an XGrammar structural tag (`response_format` for vLLM and SGLang):
+    any text until the format's opener, then one tag per tool the turn may call, its begin the
+    call's text up to the arguments (as the format writes it), its content the tool's
+    parameter schema, its end the rest of the call. `"required"` and a named tool need at least
+    one call; parallel calls off stops after the first. None where the turn offers no call."""
+    if grammar.mode == "none" or not grammar.tool_names:
+        return None
+    fmt = request.fmt
+    tags = []
+    for spec in request.tools:
+        function = spec.to_openai()["function"]
+        if function["name"] not in grammar.tool_names:
+            continue
+        text = fmt.render_call(function["name"], {})
+        cut = text.rindex("{}")  # the empty arguments object: what the schema fills
+        tags.append(
+            {
+                "type": "tag",
+                "begin": text[:cut],
+                "content": {"type": "json_schema", "json_schema": function["parameters"]},
+                "end": text[cut + 2 :],
+            }
+        )
+    return {
+        "type": "structural_tag",
+        "format": {
+            "type": "triggered_tags",
+            "triggers": [fmt.opener],
+            "tags": tags,
+            "at_least_one": grammar.mode == "required",
+            "stop_after_first": not parallel_tool_calls,
+        },
+    }
 
 
 def _hermes_messages(request: TurnRequest) -> list[dict[str, Any]]:
