@@ -134,3 +134,22 @@ def test_xgrammar_reads_the_gbnf_export_as_we_do(bfcl_dir: Path, ours: servers.O
     )
     t = tallies["x"]
     assert t.compiled == t.grammars == 4 and t.disagreements == []
+
+
+@pytest.mark.skipif(importlib.util.find_spec("xgrammar") is None, reason="xgrammar not installed")
+def test_structural_tags_are_only_ever_looser(bfcl_dir: Path, ours: servers.Ours) -> None:
+    """`constraint="structural_tag"` leaves the text around calls free (an empty "auto" reply,
+    text after a required call): such acceptances are `looser`, counted apart; the tag never
+    rejects what our turn grammar accepts."""
+    from sdk.bench._server_peers import StructuralTagJudge
+
+    cases = list(servers.bfcl_cases(bfcl_dir, 5, ["multiple"]))
+    assert all(c.tag is not None for c in cases)
+    t = servers.compare(iter(cases), ours, {"tag": StructuralTagJudge()})["tag"]
+    assert t.compiled == t.grammars == 4
+    assert t.looser == len(t.disagreements) > 0  # the empty "auto" reply at least
+    assert t.as_dict()["unexplained_disagreements"] == 0
+    maskbench = servers.Case("maskbench:x", 'start: "a"', ["a"])
+    assert (
+        servers.compare(iter([maskbench]), ours, {"tag": StructuralTagJudge()})["tag"].grammars == 0
+    )  # not a turn grammar: no tag to send

@@ -211,3 +211,52 @@ def test_xgrammar_enforces_the_structural_tags_as_the_turn_means() -> None:
         assert got == accepted, (choice, parallel)
     only_add = xgr.Grammar.from_structural_tag(json.dumps(_tag("add")))
     assert accepts(only_add, call2) and not accepts(only_add, call)
+
+
+_UNDECLARED = [
+    {"type": "object", "required": ["a"]},
+    {"type": "object", "properties": {"p": {"type": "object", "required": ["a", "b"]}}},
+    {"type": "object", "required": ["n"], "additionalProperties": {"type": "integer"}},
+    {"type": "object", "required": ["x1"], "patternProperties": {"^x": {"type": "string"}}},
+    {"type": "object", "required": ["a"], "additionalProperties": False},
+    {
+        "type": "array",
+        "items": {"anyOf": [{"type": "object", "required": ["k"]}, {"type": "null"}]},
+    },
+]
+_INSTANCES = [
+    {}, {"a": 1}, {"a": [2], "b": None}, {"p": {"a": 1, "b": 2}}, {"p": {"a": 1}}, {"p": {}},
+    {"n": 3}, {"n": "3"}, {"x1": "s"}, {"x1": 1}, [{"k": 1}, None], [{}], [{"j": 1}],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("schema", _UNDECLARED)
+def test_declaring_required_keys_keeps_the_schemas_meaning(schema: dict[str, Any]) -> None:
+    """XGrammar reads an object whose `required` keys are not in `properties` as "only `{}`";
+    the schemas sent declare them, and every instance keeps its validity."""
+    import jsonschema
+
+    from sdk.backends._structural_tag import declare_required
+
+    declared = declare_required(schema)
+    assert schema != declared or "additionalProperties" in schema or "patternProperties" in schema
+    before = jsonschema.Draft202012Validator(schema)
+    after = jsonschema.Draft202012Validator(declared)
+    for instance in _INSTANCES:
+        assert before.is_valid(instance) == after.is_valid(instance), (schema, instance)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("xgrammar") is None, reason="xgrammar (a benchmark peer) missing"
+)
+def test_xgrammar_accepts_required_keys_it_would_read_as_forbidden() -> None:
+    import xgrammar as xgr
+    from xgrammar.testing import _is_grammar_accept_string as accepts
+
+    from sdk.backends._structural_tag import declare_required
+
+    schema = {"type": "object", "properties": {"p": {"type": "object", "required": ["a"]}},
+              "required": ["p"]}  # fmt: skip
+    call = '{"p": {"a": [2]}}'
+    assert not accepts(xgr.Grammar.from_json_schema(json.dumps(schema)), call)  # its reading
+    assert accepts(xgr.Grammar.from_json_schema(json.dumps(declare_required(schema))), call)

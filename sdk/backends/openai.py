@@ -43,6 +43,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from sdk.backends._structural_tag import structural_tag_for
 from sdk.decoding.formats import ParsedCall, openai_message
 from sdk.decoding.generate import SamplingConfig, TurnOutput, TurnRequest
 from sdk.errors import RemoteModelError, RemoteTimeoutError, UnexpectedModelBehavior
@@ -525,44 +526,6 @@ def _native_messages(request: TurnRequest) -> list[dict[str, Any]]:
 
 def _json_schema_format(schema: dict[str, Any]) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": {"name": _schema_name(schema), "schema": schema}}
-
-
-def structural_tag_for(
-    request: TurnRequest, grammar: TurnGrammar, parallel_tool_calls: bool = True
-) -> dict[str, Any] | None:
-    """The turn's calls as an XGrammar structural tag (`response_format` for vLLM and SGLang):
-    any text until the format's opener, then one tag per tool the turn may call, its begin the
-    call's text up to the arguments (as the format writes it), its content the tool's
-    parameter schema, its end the rest of the call. `"required"` and a named tool need at least
-    one call; parallel calls off stops after the first. None where the turn offers no call."""
-    if grammar.mode == "none" or not grammar.tool_names:
-        return None
-    fmt = request.fmt
-    tags = []
-    for spec in request.tools:
-        function = spec.to_openai()["function"]
-        if function["name"] not in grammar.tool_names:
-            continue
-        text = fmt.render_call(function["name"], {})
-        cut = text.rindex("{}")  # the empty arguments object: what the schema fills
-        tags.append(
-            {
-                "type": "tag",
-                "begin": text[:cut],
-                "content": {"type": "json_schema", "json_schema": function["parameters"]},
-                "end": text[cut + 2 :],
-            }
-        )
-    return {
-        "type": "structural_tag",
-        "format": {
-            "type": "triggered_tags",
-            "triggers": [fmt.opener],
-            "tags": tags,
-            "at_least_one": grammar.mode == "required",
-            "stop_after_first": not parallel_tool_calls,
-        },
-    }
 
 
 def _hermes_messages(request: TurnRequest) -> list[dict[str, Any]]:

@@ -51,3 +51,28 @@ class GuidanceJudge:
             if not m.consume_token(token):
                 return False
         return bool(m.is_accepting())
+
+
+class StructuralTagJudge:
+    """XGrammar's structural-tag API over `constraint="structural_tag"`'s response format."""
+
+    looser = True  # the text around calls is free by design
+
+    def __init__(self) -> None:
+        import xgrammar
+
+        self.xgr = xgrammar
+        self.grammar: Any = None
+
+    def applies(self, case: Any) -> bool:
+        return case.tag is not None
+
+    def compile(self, case: Any) -> None:
+        import json
+
+        self.grammar = self.xgr.Grammar.from_structural_tag(json.dumps(case.tag))
+
+    def accepts(self, text: str) -> bool:
+        from xgrammar.testing import _is_grammar_accept_string
+
+        return bool(_is_grammar_accept_string(self.grammar, text))
