@@ -4,9 +4,10 @@ outcomes (`sdk.bench.bfcl.Outcome`), as tables and a plot."""
 from __future__ import annotations
 
 import statistics
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from ._stats import pyplot_or_note
 
 
 def summarize(outcomes: Sequence[Any]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -110,13 +111,8 @@ def format_tables(report: Mapping[str, Mapping[str, Mapping[str, Any]]], header:
 def plot(path: str, report: Mapping[str, Mapping[str, Mapping[str, Any]]], title: str) -> bool:
     """Grouped bars of each category's headline share per mode × style; False (and a note
     on stderr) when matplotlib is not installed."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print(f"bfcl: matplotlib is not installed; no plot written to {path}", file=sys.stderr)
+    plt = pyplot_or_note("bfcl", path)
+    if plt is None:
         return False
     categories = list(report)
     series: list[str] = []

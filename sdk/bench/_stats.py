@@ -7,6 +7,7 @@ by a future end-to-end benchmark without spawning workers.
 from __future__ import annotations
 
 import resource
+import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -165,6 +166,20 @@ def format_table(engines: dict[str, dict[str, Any]], ratio: dict[str, dict[str, 
     for pair, vals in ratio.items():
         lines.append(f"{pair}: " + ", ".join(f"{k}={_fmt(v)}" for k, v in vals.items()))
     return "\n".join(lines)
+
+
+def pyplot_or_note(bench: str, path: str) -> Any:
+    """matplotlib's pyplot on the Agg backend, or None after a note on stderr when matplotlib
+    (the `bench` extra) is not installed: a bench's numbers never need it."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"{bench}: matplotlib is not installed; no plot written to {path}", file=sys.stderr)
+        return None
+    return plt
 
 
 def plot(

@@ -59,7 +59,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ._stats import peak_rss_mb
+from ._stats import peak_rss_mb, pyplot_or_note
 from .bfcl import DATA_ENV, Outcome, data_dir
 
 BACKENDS = ("llama.cpp", "transformers", "server")
@@ -239,13 +239,8 @@ def format_table(
 def plot(path: str, summaries: Mapping[str, Mapping[str, Any]], title: str) -> bool:
     """Bars of seconds per call (median) and peak RSS per backend; False (and a note on
     stderr) when matplotlib is not installed."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print(f"backends: matplotlib is not installed; no plot written to {path}", file=sys.stderr)
+    plt = pyplot_or_note("backends", path)
+    if plt is None:
         return False
     names = list(summaries)
     fig, axes = plt.subplots(1, 2, figsize=(max(7.0, 2.0 + 1.6 * len(names)), 3.8))
