@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from importlib import metadata
@@ -66,58 +64,16 @@ pytestmark = pytest.mark.skipif(
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """llama-cpp-python's server with the embedded SmolLM2 on a free loopback port, stopped by
+    its process id (the backends bench's `llama_server`)."""
     from sdk.backends.embedded import smollm2_gguf_path
+    from sdk.bench.backends import llama_server
 
-    port = _free_port()
     log = tmp_path_factory.mktemp("llama") / "server.log"
-    cmd = [
-        sys.executable,
-        "-m",
-        "llama_cpp.server",
-        "--model",
-        str(smollm2_gguf_path()),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--n_ctx",
-        "2048",
-    ]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(
-                    f"llama_cpp.server exited ({proc.returncode}):\n{log.read_text()[-3000:]}"
-                )
-            try:
-                with urllib.request.urlopen(url + "/models", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"llama_cpp.server did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.5)
+    with llama_server(smollm2_gguf_path(), 2048, None, log, {}) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def conforms(agent: Agent[Any], choice: str, text: str, index: Any) -> bool:
