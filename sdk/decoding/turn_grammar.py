@@ -1,16 +1,11 @@
 """One grammar per assistant turn, built from the offered tools, `tool_choice` and output type.
 
-All tools share ONE JSON Schema for the call body::
-
-    {"$defs": {...hoisted...}, "anyOf": [
-        {"type": "object", "properties": {"name": {"const": "t1"}, "arguments": <t1 schema>},
-         "required": ["name", "arguments"], "additionalProperties": false}, ...]}
-
-so the tool name selects the arguments grammar and a name that was not offered cannot be
-written. Each tool's `$defs` move to the root under a `t<i>_` prefix (tools may reuse def names
-such as `Address`), and its `$ref`s are rewritten. The schema compiles to Lark text whose names
-are then prefixed (`cb_`/`CB_`, output: `out_`/`OUT_`), so they can never collide with the turn
-rules written here. Modes:
+A call body is `{"name": NAME, "arguments": ARGS}` for one of the offered tools (the
+language of `call_body_schema`): the tool name selects the arguments grammar, and a name that
+was not offered cannot be written. Each schema's grammar is a piece (`sdk.grammar.pieces`),
+compiled once per schema under a namespace of its own (usually when the tool is defined) and
+joined here as statement trees, never re-read as text; the turn writes only its own rules,
+the call object around the pieces and the punctuation in its layout. Modes:
 
 - `"required"` / a tool name: `start: call (SEP call)*` (a name offers that tool only;
   without parallel calls, `start: call`); with reasoning, `start: TEXT? call ...`;
@@ -43,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from sdk.decoding.call_style import COMPACT, CallStyle
 from sdk.decoding.formats import HERMES, CallFormat, ToolCallFormat, format_traits, lark_literal
+from sdk.grammar.pieces import prefix_lark_names, punct_definitions, string_constant
 
 if TYPE_CHECKING:
     from sdk.engine.grammar import CompiledGrammar
@@ -172,31 +168,6 @@ def call_body_schema(
 
 # ------------------------------------------------------------------------------ Lark text
 
-_LARK_TOKEN = re.compile(
-    r"""
-    (?P<comment>//[^\n]*)
-  | (?P<string>"(?:\\.|[^"\\])*"i?)
-  | (?P<regex>/(?!/)(?:\\.|[^/\\\n])+/[imslux]*)
-  | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<other>.)
-    """,
-    re.VERBOSE | re.DOTALL,
-)
-
-
-def prefix_lark_names(text: str, prefix: str) -> str:
-    """Prefix every rule (`prefix`) and terminal (`PREFIX`) name, outside literals and regexes."""
-    out: list[str] = []
-    for m in _LARK_TOKEN.finditer(text):
-        name = m.group("name")
-        if name is None:
-            out.append(m.group(0))
-        elif name.lstrip("_")[:1].isupper():
-            out.append(prefix.upper() + name)
-        else:
-            out.append(prefix + name)
-    return "".join(out)
-
 
 def format_style(fmt: ToolCallFormat) -> CallStyle:
     """The body layout of `fmt` (formats without a `style` write compact JSON)."""
@@ -204,15 +175,50 @@ def format_style(fmt: ToolCallFormat) -> CallStyle:
     return style if isinstance(style, CallStyle) else COMPACT
 
 
-def _schema_lark(
-    schema: Any,
-    prefix: str,
-    style: CallStyle,
-    reserved: Sequence[str | None] = (),
-    surface: Literal["json", "python", "xml", "gemma"] = "json",
-) -> str:
+class _Parts:
+    """A turn grammar's lines, the statement trees of its pieces' definitions, and the
+    punctuation its JSON uses (defined once, in the turn's layout)."""
+
+    def __init__(self, style: CallStyle) -> None:
+        self.lines: list[str] = []
+        self.statements: dict[str, Any] = {}
+        self.style = style
+        self.punct: set[str] = set()
+        self._reserved: dict[str, tuple[str, ...]] = {}  # namespace -> its reserved texts
+
+    def piece(
+        self,
+        schema: Any,
+        reserved: Sequence[str | None] = (),
+        surface: Literal["json", "python", "xml", "gemma"] = "json",
+    ) -> str:
+        """Add the definitions of `schema`'s piece (compiled once per schema: `@tool` has
+        usually compiled it already); returns its entry rule."""
+        from sdk.engine.pieces import schema_piece
+
+        kept = tuple(_checked_reserved(reserved))
+        piece = schema_piece(schema, surface=surface, reserved=kept)
+        if self._reserved.get(piece.namespace, kept) != kept:
+            # The same schema under other reserved texts (a tool's and the typed output's):
+            # its terminals differ, so it needs names of its own.
+            piece = schema_piece(schema, surface=surface, reserved=kept, own=True)
+        if piece.namespace in self._reserved:  # two tools with one schema share it
+            return piece.start
+        self._reserved[piece.namespace] = kept
+        defs = piece.definitions(kept)
+        self.lines += defs.lines
+        self.statements.update(defs.statements)
+        self.punct |= piece.punct
+        return piece.start
+
+    def text(self) -> str:
+        punct = punct_definitions(self.punct, self.style.whitespace, self.style.separators)
+        self.statements.update(punct.statements)
+        return "\n".join([*self.lines, *punct.lines]) + "\n"
+
+
+def _checked_reserved(reserved: Sequence[str | None]) -> list[str]:
     from sdk.errors import SchemaError
-    from sdk.grammar import compile_schema
     from sdk.grammar.compiler import check_reserved
 
     kept: list[str] = []
@@ -221,15 +227,7 @@ def _schema_lark(
         # subtracted this way; such formats keep the plain string grammar.
         with contextlib.suppress(SchemaError):
             kept.append(check_reserved(text))
-    sg = compile_schema(
-        schema,
-        whitespace=style.whitespace,
-        separators=style.separators,
-        close_objects=True,
-        reserved=kept,
-        surface=surface,
-    )
-    return prefix_lark_names(sg.lark, prefix)
+    return kept
 
 
 def _lark_regex(pattern: str) -> str:
@@ -287,19 +285,24 @@ def _tag(text: str) -> str | None:
     return text if re.fullmatch(r"<[A-Za-z_|][^<>\s]{1,40}>", text) else None
 
 
-def _turn_lark(
+def _turn_parts(
     tools: Sequence[ToolSpec],
     mode: str,
     output_schema: Mapping[str, Any] | None,
     fmt: ToolCallFormat,
     parallel: bool,
     reasoning: bool = False,
-) -> str:
-    parts: list[str] = []
+) -> _Parts:
+    turn = _Parts(format_style(fmt))
+    parts = turn.lines
+    out_start = ""
+    if output_schema is not None:
+        # Next to tools, a typed reply holding the opener would be read as a call.
+        out_start = turn.piece(dict(output_schema), [fmt.opener] if mode != "output" else [])
     # Formats whose text replies open with a header (harmony's final channel).
     traits = format_traits(fmt)
     prefix = traits.text_prefix
-    out_start = f"{lark_literal(prefix)} out_start" if prefix else "out_start"
+    out_start = f"{lark_literal(prefix)} {out_start}" if prefix else out_start
     if mode == "output":
         parts.append(f"start: {out_start}")
     elif mode == "none":  # tools exist but are not offered: the reply is an answer, not blank
@@ -344,11 +347,7 @@ def _turn_lark(
             else:  # the turn ends with its one call
                 parts.append(f"start: HEAD | HEAD? {unit}")
                 parts.append("HEAD: " + _answer_regex(fmt))
-        parts += _call_rules(tools, fmt)
-    if output_schema is not None:
-        # Next to tools, a typed reply holding the opener would be read as a call.
-        reserved = [fmt.opener] if mode != "output" else []
-        parts.append(_schema_lark(dict(output_schema), "out_", format_style(fmt), reserved))
+        _call_rules(tools, fmt, turn)
     markers = traits.reasoning
     if markers:
         # The reasoning span opens the turn (or continues one the prompt opened); it is free
@@ -359,34 +358,63 @@ def _turn_lark(
         body = rf"(?:(?![\s\S]*{re.escape(end)})[\s\S]*)"  # text without the end marker
         think = rf"(?:{re.escape(start)})?{body}{re.escape(end)}\s*"
         parts.insert(1, "REASONING: " + _lark_regex(think))
-    return "\n".join(parts) + "\n"
+    return turn
 
 
-def _call_rules(tools: Sequence[ToolSpec], fmt: ToolCallFormat) -> list[str]:
+def _call_rules(tools: Sequence[ToolSpec], fmt: ToolCallFormat, turn: _Parts) -> None:
     """`call: ...` and the argument grammars, for the format's body kind."""
-    style = format_style(fmt)
     # A string holding the closer would end the call early for every parser (ours
     # included); it stays writable escaped, `<\/tool_call>`.
     traits = format_traits(fmt)
     reserved = [t for t in (traits.closer, *traits.reserved) if t]
     if traits.body == "named":
-        named = cast(Any, fmt).named_call_rule
-        alts = [named(t.name, f"a{i}_start") for i, t in enumerate(tools)]
-        parts = ["call: " + " | ".join(f"({a})" for a in alts)]
         declared = traits.surface
         surface = cast(
             'Literal["json", "python", "xml", "gemma"]',
             declared if declared in ("python", "xml", "gemma") else "json",
         )
-        for i, t in enumerate(tools):
-            parts.append(_schema_lark(_grammar_schema(t), f"a{i}_", style, reserved, surface))
-        return parts
-    body = call_body_schema(
-        tools,
-        traits.arguments_key,
-        traits.extra_members,
+        named = cast(Any, fmt).named_call_rule
+        starts = [turn.piece(_grammar_schema(t), reserved, surface) for t in tools]
+        alts = [named(t.name, start) for t, start in zip(tools, starts, strict=True)]
+        turn.lines.append("call: " + " | ".join(f"({a})" for a in alts))
+        return
+    turn.lines.append(f"call: {fmt.call_rule('cb_start')}")
+    _call_body(tools, traits.arguments_key, traits.extra_members or {}, reserved, turn)
+
+
+def _call_body(
+    tools: Sequence[ToolSpec],
+    arguments_key: str,
+    extra_members: Mapping[str, Any],
+    reserved: Sequence[str],
+    turn: _Parts,
+) -> None:
+    """`cb_start`: the call object `{"name": NAME, KEY: ARGUMENTS, EXTRA...}` of each tool,
+    with NAME that tool's name and ARGUMENTS its piece (`call_body_schema`'s language, laid
+    out as the schema compiler lays out that object: members in declared order, the extra
+    ones optional)."""
+    kept = _checked_reserved(reserved)
+    turn.punct |= {"LBRACE", "RBRACE", "COMMA", "COLON"}
+    names: dict[str, str] = {}
+
+    def const(text: str) -> str:
+        if text not in names:
+            names[text], defs = string_constant(text, kept, f"CB_S{len(names)}")
+            turn.lines += defs.lines
+            turn.statements.update(defs.statements)
+        return names[text]
+
+    extras = "".join(
+        f" (COMMA {const(k)} COLON {turn.piece(v, kept)})?" for k, v in extra_members.items()
     )
-    return [f"call: {fmt.call_rule('cb_start')}", _schema_lark(body, "cb_", style, reserved)]
+    variants = [
+        f"{const(t.name)} COMMA {const(arguments_key)} COLON "
+        + turn.piece(_grammar_schema(t), kept)
+        for t in tools
+    ]
+    turn.lines.append(
+        f"cb_start: LBRACE {const('name')} COLON ({' | '.join(variants)}){extras} RBRACE"
+    )
 
 
 # ------------------------------------------------------------------------------ entry point
@@ -447,8 +475,7 @@ def build_turn_grammar(
             [[t.name, _grammar_schema(t)] for t in tools],
             output_schema,
         ],
-        sort_keys=True,
-        default=repr,
+        default=repr,  # keys unsorted: the order of a schema's properties is the grammar's
     )
     with _LOCK:
         hit = _CACHE.get(key)
@@ -459,10 +486,10 @@ def build_turn_grammar(
     from sdk.engine.grammar import CompiledGrammar
 
     t0 = time.perf_counter()
-    text = _turn_lark(tools, mode, output_schema, fmt, parallel_tool_calls, reasoning)
-    turn = TurnGrammar(
-        mode, text, CompiledGrammar.from_lark(text), names, output_schema is not None
-    )
+    parts = _turn_parts(tools, mode, output_schema, fmt, parallel_tool_calls, reasoning)
+    text = parts.text()
+    compiled = CompiledGrammar.from_lark(text, statements=parts.statements)
+    turn = TurnGrammar(mode, text, compiled, names, output_schema is not None)
     _log.debug(
         "turn grammar: compiled (%s, %d tools, %d chars of Lark) in %.3f s",
         mode,

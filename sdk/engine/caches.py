@@ -9,9 +9,9 @@ wants cold timings calls `clear()`.
 
 from __future__ import annotations
 
-from sdk.engine._cache import budget, clear_all, set_budget, usage
+from sdk.engine._cache import budget, clear_all, lookups, set_budget, usage
 
-__all__ = ["budget", "clear", "set_budget", "usage"]
+__all__ = ["budget", "clear", "lookups", "set_budget", "usage"]
 
 clear = clear_all
 """Empty every table (nothing is lost but time: all of it is recomputed on demand)."""

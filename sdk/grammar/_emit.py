@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import keyword
 import re
+from collections.abc import Sequence
 from typing import Any, cast
 
 from sdk.errors import SchemaError
@@ -115,6 +116,42 @@ def rep(e: E, lo: int, hi: int | None) -> E | None:
     return (f"{a} ~ {lo}..{hi}", SEQ, ("count", e, lo, hi))
 
 
+def subtracted(
+    regex: str, literals: Sequence[str] | None, reserved: Sequence[str], python: bool
+) -> str:
+    """A string lexeme's regex minus every string whose encoded text holds a reserved text
+    (and, on the Python surface, the escapes Python reads otherwise): a head lookahead. The
+    unit is looser than JSON's (any escape pair) so that no encoding slips past; a reserved
+    text never starts inside an escape (`check_reserved`). `literals`: the strings a
+    constant's regex spells, which need no subtraction unless they hold one."""
+    if '"' not in regex:  # only string lexemes hold `"`; numbers stay as they are
+        return regex
+    avoid = [re.escape(t) for t in reserved]
+    if python:
+        avoid += [r"\\/", r"\\u[dD][89a-fA-F]"]
+    if not avoid:
+        return regex
+    if literals is not None and not (
+        any(t in v for v in literals for t in reserved)
+        or (python and any("/" in v for v in literals))
+    ):
+        return regex
+    return r'(?!"(?:[^"\\]|\\.)*(?:' + "|".join(avoid) + "))" + regex
+
+
+def punct_literal(ch: str, flexible: bool, fixed: dict[str, str]) -> str:
+    """The Lark literal of one punctuation terminal: the fixed separator text (`fixed`, for
+    `,` and `:`), or the character with bounded whitespace around it (`flexible`)."""
+    if not flexible:
+        return json.dumps(fixed.get(ch, ch))
+    esc = "\\" + ch if ch in "{}[]" else ch
+    if ch in "{[":
+        return lark_regex(esc + _WS)
+    if ch in "}]":
+        return lark_regex(_WS + esc)
+    return lark_regex(_WS + esc + _WS)
+
+
 def lark_regex(regex: str) -> str:
     """A Lark regex literal: `/` escaped, raw line breaks written as escapes (escapes kept)."""
     if "/" in regex or "\n" in regex or "\r" in regex:
@@ -163,10 +200,6 @@ class Emitter:
             if self.python
             else {"null": "null", "true": "true", "false": "false"}
         )
-        avoid = [re.escape(t) for t in reserved]
-        if self.python:
-            avoid += [r"\\/", r"\\u[dD][89a-fA-F]"]
-        self.avoid = r'(?!"(?:[^"\\]|\\.)*(?:' + "|".join(avoid) + "))" if avoid else ""
         self.kwargs: Obj | None = None
         self.usage = norm.usage
         self.leaves = Leaves(norm.usage)
@@ -184,6 +217,13 @@ class Emitter:
         # have none: their lines are read).
         self.statements: dict[str, Any] = {}
         self.terminals: dict[str, str] = {}
+        #: Each terminal `term` made, before any reserved-text subtraction: its regex and the
+        #: constant strings it spells (None: not constants), so that a piece compiled without
+        #: reserved texts can be finished for others (`sdk.grammar.pieces`).
+        self.raw_terminals: dict[str, tuple[str, tuple[str, ...] | None]] = {}
+        #: Keys written as plain literals in rules: the one place a reserved text changes a
+        #: rule rather than a terminal.
+        self.plain_keys: set[str] = set()
         self.term_by_regex: dict[str, str] = {}
         self.rule_by_node: dict[Any, str] = {}
         self.def_rules: dict[str, str] = {}
@@ -231,14 +271,7 @@ class Emitter:
         return "\n".join(lines) + "\n"
 
     def _punct(self, ch: str) -> str:
-        if not self.flexible:
-            return json.dumps(self.fixed.get(ch, ch))
-        esc = "\\" + ch if ch in "{}[]" else ch
-        if ch in "{[":
-            return lark_regex(esc + _WS)
-        if ch in "}]":
-            return lark_regex(_WS + esc)
-        return lark_regex(_WS + esc + _WS)
+        return punct_literal(ch, self.flexible, self.fixed)
 
     def _generic_rules(self) -> None:
         if self.gemma:
@@ -273,13 +306,8 @@ class Emitter:
                 else self.names.terminal(hint)
             )
             self.term_by_regex[regex] = name
-            # Only string lexemes hold `"`; numbers stay as they are.
-            avoid = self.avoid and '"' in regex
-            if avoid and literals is not None:
-                avoid = any(t in v for v in literals for t in self.reserved) or (
-                    self.python and any("/" in v for v in literals)
-                )
-            self.terminals[name] = self.avoid + regex if avoid else regex
+            self.raw_terminals[name] = (regex, None if literals is None else tuple(literals))
+            self.terminals[name] = subtracted(regex, literals, self.reserved, self.python)
         return sym(name)
 
     def define(self, name: str, node: Node) -> None:
@@ -410,6 +438,7 @@ class Emitter:
                 raise SchemaError(f"property {name!r} cannot be a bare FunctionGemma key", "")
             return sym(json.dumps(name))
         if is_plain_key(name) and not any(t in name for t in self.reserved):
+            self.plain_keys.add(name)
             return sym(json.dumps(json.dumps(name)))
         return self.term(literal_string(name), hint + "_key", [name])
 

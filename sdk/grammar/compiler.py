@@ -120,6 +120,43 @@ def compile_schema(
     written by others; generation wants the default, the order the model reads in the schema.
     Errors: `SchemaError` (with pointer) for malformed or empty schemas, `TooComplexError`.
     """
+    return compile_parts(
+        schema,
+        strict=strict,
+        whitespace=whitespace,
+        close_objects=close_objects,
+        separators=separators,
+        reserved=reserved,
+        surface=surface,
+        member_order=member_order,
+    ).grammar
+
+
+@dataclass(frozen=True)
+class SchemaParts:
+    """`compile_schema`'s result and what the emitter knew of its terminals and keys, for
+    pieces (`sdk.grammar.pieces`): each terminal's regex before reserved texts were
+    subtracted and the constants it spells, the final regex of each, and the keys written
+    as plain literals."""
+
+    grammar: SchemaGrammar
+    raw_terminals: Mapping[str, tuple[str, tuple[str, ...] | None]]
+    terminals: Mapping[str, str]
+    plain_keys: frozenset[str]
+
+
+def compile_parts(
+    schema: Any,
+    *,
+    strict: bool = False,
+    whitespace: Literal["compact", "spaced", "flexible"] = "compact",
+    close_objects: bool = False,
+    separators: tuple[str, str] | None = None,
+    reserved: Sequence[str] = (),
+    surface: Literal["json", "python", "xml", "gemma"] = "json",
+    member_order: Literal["declared", "any"] = "declared",
+) -> SchemaParts:
+    """`compile_schema` (same arguments and errors), with the emitter's parts."""
     if whitespace not in ("compact", "spaced", "flexible"):
         raise SchemaError(
             f"whitespace must be 'compact', 'spaced' or 'flexible', not {whitespace!r}"
@@ -144,6 +181,9 @@ def compile_schema(
         raise SchemaError(f"cannot compile schema: {type(exc).__name__}: {exc}") from exc
     if len(text) > MAX_GRAMMAR_CHARS:
         raise TooComplexError(f"grammar of {len(text)} characters exceeds the limit")
-    return SchemaGrammar(
+    grammar = SchemaGrammar(
         text, norm.usage.enforced, norm.usage.validated, schema, emitter.statements
+    )
+    return SchemaParts(
+        grammar, emitter.raw_terminals, emitter.terminals, frozenset(emitter.plain_keys)
     )

@@ -10,6 +10,7 @@ an error there, never a surprise mid-conversation.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -126,14 +127,30 @@ def _object_schema(parameters: Any, name: str) -> dict[str, Any]:
 
 
 def _check_compiles(schema: dict[str, Any], name: str, strict: bool) -> None:
-    """Compile the schema's grammar now: a schema it cannot express fails at definition."""
+    """Compile the schema's grammar now: a schema it cannot express fails at definition, and
+    every turn grammar that offers the tool reuses the compiled piece (`sdk.engine.pieces`)."""
+    from sdk.engine.pieces import schema_piece
     from sdk.errors import SchemaError
     from sdk.grammar import compile_schema
 
     try:
-        compile_schema(schema, strict=strict, close_objects=True)
+        piece = schema_piece(schema)
+        if strict and piece.grammar.validated:  # raises, naming the keyword and its pointer
+            compile_schema(schema, strict=True, close_objects=True)
     except SchemaError as exc:
         raise ToolDefinitionError(f"tool {name!r}: {exc}", function=name) from exc
+
+
+def _precompile(schema: dict[str, Any]) -> None:
+    """Compile the arguments' grammar piece now, so that the turn grammars offering the tool
+    compile no schema (`sdk.engine.pieces`). A schema the grammar cannot express still
+    fails where it did, when a turn grammar needs it: a tool may serve a model that takes
+    no grammar."""
+    from sdk.engine.pieces import schema_piece
+    from sdk.errors import SchemaError
+
+    with contextlib.suppress(SchemaError):
+        schema_piece(schema)
 
 
 def _caller_locals() -> dict[str, Any] | None:
@@ -370,6 +387,7 @@ class Tool:
         ref = reflect(fn, tool_name=tool_name, localns=localns, context_type=RunContext)
         if strict:
             _check_strict(ref.json_schema, fname, ref.bindings)
+        _precompile(ref.json_schema)
         return cls(
             name=tool_name,
             description=description if description is not None else ref.docstring.description or "",
@@ -417,6 +435,7 @@ class Tool:
         schema["title"] = tool_name
         if strict:
             _check_strict(schema, fname, ())
+        _precompile(schema)
         if description is None:
             description = parse_docstring(model.__doc__).description or ""
         return cls(
