@@ -16,8 +16,8 @@ for local and remote backends.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Generic, Literal, TypeVar, cast, overload
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Generic, Literal, TypeVar, overload
 
 from sdk._settings import (
     UsageLimits,
@@ -29,31 +29,27 @@ from sdk.agent._approvals import Approval, ApprovalPredicate, ToolDenied, ToolRe
 from sdk.agent._config import (
     CallStyleSpec,
     ToolChoiceSpec,
-    call_style_of,
     check_call_bias,
     check_call_format,
-    check_processors,
     check_text,
     output_adapter,
     tool_choices,
 )
-from sdk.agent._model import Models, ModelSlot
+from sdk.agent._model import Models
 from sdk.agent._run import (
     RunOptions,
     blocked_by_run_sync,
-    execute,
     iterate_blocking,
-    new_run,
     plan,
     run_blocking,
-    stream_events,
+    run_loop,
+    stream_run,
 )
 from sdk.agent._tools import PrepareTools, ToolErrors, ToolManager, normalize_tools
-from sdk.agent._turn import TurnAssembly
+from sdk.agent._turn import assembly_of
 from sdk.backends import (
     ModelBackend,
     RemoteBackend,
-    check_model_spec,
 )
 from sdk.decoding.call_style import CallStyle
 from sdk.decoding.formats import ToolCallFormat
@@ -258,7 +254,6 @@ class Agent(Generic[OutputT]):
         drop_repeated_calls: bool = True,
         history_processors: Sequence[HistoryProcessor] = (),
     ) -> None:
-        check_model_spec(model)
         self._models = Models(model)
         self.tools: dict[str, Any] = normalize_tools(check_tools_arg(tools))
         self._choices = tool_choices(tool_choice, self.tools)
@@ -282,24 +277,10 @@ class Agent(Generic[OutputT]):
         self.token_healing = bool(token_healing)
         self.drop_repeated_calls = bool(drop_repeated_calls)
         self.parallel_tool_calls = parallel_tool_calls
-        self._assembly = TurnAssembly(
-            tools=self.tools,
-            output_schema=output_schema,
-            format_spec=self.format,
-            style=call_style_of(call_style, self.format),
-            auto_call_bias=self.auto_call_bias,
-            reasoning_tokens=self.reasoning_tokens,
-            parallel_tool_calls=parallel_tool_calls,
-            drop_repeated_calls=self.drop_repeated_calls,
-            token_healing=self.token_healing,
-            history_processors=check_processors(history_processors),
-        )
-        # Compile the grammars now: a schema the grammar cannot express should fail here, not
-        # in the middle of a conversation.
+        self._assembly = assembly_of(self, output_schema, history_processors)
+        # Compile the grammars now: an inexpressible schema fails here, not mid-conversation.
         for c in set(self._choices):
             self._turn_grammar(c)
-
-    # ------------------------------------------------------------------ configuration
 
     @property
     def model(self) -> ModelBackend | RemoteBackend:
@@ -317,12 +298,8 @@ class Agent(Generic[OutputT]):
         Args:
             model: the model to use inside the block.
         """
-        check_model_spec(model)
-        token = self._models.swap.set(ModelSlot(model))
-        try:
+        with self._models.override(model):
             yield
-        finally:
-            self._models.swap.reset(token)
 
     def resolved_format(self) -> ToolCallFormat:
         """The call format with its body layout resolved for this agent's model.
@@ -349,19 +326,6 @@ class Agent(Generic[OutputT]):
 
     def _choice(self, step: int) -> str:
         return self._choices[min(step, len(self._choices)) - 1]
-
-    # ------------------------------------------------------------------ runs
-
-    async def _loop(
-        self,
-        prompt: str | None,
-        history: History,
-        deps: Any,
-        options: RunOptions,
-        sink: Callable[[StreamEvent], None] | None,
-    ) -> RunResult[OutputT]:
-        run, new_from = new_run(self, prompt, history, deps, options, sink)
-        return cast(RunResult[OutputT], await execute(self, run, new_from, options.max_steps))
 
     async def run(
         self,
@@ -408,7 +372,7 @@ class Agent(Generic[OutputT]):
         options = RunOptions(
             max_steps, settings, usage_limits, prepare_tools, approvals, requires_approval
         )
-        return await self._loop(prompt, message_history, deps, options, None)
+        return await run_loop(self, prompt, message_history, deps, options)
 
     def run_sync(
         self,
@@ -430,7 +394,7 @@ class Agent(Generic[OutputT]):
         options = RunOptions(
             max_steps, settings, usage_limits, prepare_tools, approvals, requires_approval
         )
-        return run_blocking(self._loop(prompt, message_history, deps, options, None))
+        return run_blocking(run_loop(self, prompt, message_history, deps, options))
 
     async def run_stream(
         self,
@@ -456,9 +420,7 @@ class Agent(Generic[OutputT]):
         options = RunOptions(
             max_steps, settings, usage_limits, prepare_tools, approvals, requires_approval
         )
-        async for event in stream_events(
-            lambda sink: self._loop(prompt, message_history, deps, options, sink)
-        ):
+        async for event in stream_run(self, prompt, message_history, deps, options):
             yield event
 
     def run_stream_sync(
@@ -482,11 +444,7 @@ class Agent(Generic[OutputT]):
         options = RunOptions(
             max_steps, settings, usage_limits, prepare_tools, approvals, requires_approval
         )
-        return iterate_blocking(
-            lambda: stream_events(
-                lambda sink: self._loop(prompt, message_history, deps, options, sink)
-            )
-        )
+        return iterate_blocking(lambda: stream_run(self, prompt, message_history, deps, options))
 
     def plan_sync(
         self, prompt: str | None = None, *, message_history: History = None

@@ -9,9 +9,11 @@ other. `generate`/`agenerate` run one turn on whichever slot is in force.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import os
 import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from sdk.backends import (
@@ -20,6 +22,7 @@ from sdk.backends import (
     TurnBackend,
     TurnSettings,
     as_turn_backend,
+    check_model_spec,
     in_decode_thread,
     resolve_backend,
 )
@@ -82,6 +85,7 @@ class Models:
     """The agent's own slot, and an override's where one is in force."""
 
     def __init__(self, spec: Any) -> None:
+        check_model_spec(spec)
         self.own = ModelSlot(spec)
         self.swap: contextvars.ContextVar[ModelSlot | None] = contextvars.ContextVar(
             "sdk_agent_override", default=None
@@ -90,6 +94,16 @@ class Models:
     @property
     def current(self) -> ModelSlot:
         return self.swap.get() or self.own
+
+    @contextlib.contextmanager
+    def override(self, spec: Any) -> Iterator[None]:
+        """`Agent.override`: `spec`'s slot in force in the current context, inside the block."""
+        check_model_spec(spec)
+        token = self.swap.set(ModelSlot(spec))
+        try:
+            yield
+        finally:
+            self.swap.reset(token)
 
 
 def turn_inputs(

@@ -190,6 +190,30 @@ async def run_steps(
     )
 
 
+async def run_loop(
+    agent: Agent[Any],
+    prompt: str | None,
+    history: Iterable[Message | Mapping[str, Any]] | None,
+    deps: Any,
+    options: RunOptions,
+    sink: Callable[[StreamEvent], None] | None = None,
+) -> RunResult[Any]:
+    """One run of `agent` (`Agent.run` and its variants): its state, then its turns."""
+    run, new_from = new_run(agent, prompt, history, deps, options, sink)
+    return await execute(agent, run, new_from, options.max_steps)
+
+
+def stream_run(
+    agent: Agent[Any],
+    prompt: str | None,
+    history: Iterable[Message | Mapping[str, Any]] | None,
+    deps: Any,
+    options: RunOptions,
+) -> AsyncIterator[StreamEvent]:
+    """`run_loop`'s events as it goes, then its `FinalResult` (`stream_events`)."""
+    return stream_events(lambda sink: run_loop(agent, prompt, history, deps, options, sink))
+
+
 def new_run(
     agent: Agent[Any],
     prompt: str | None,

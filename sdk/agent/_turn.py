@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from sdk._stream import TurnScanner
+from sdk.agent._config import call_style_of, check_processors
 from sdk.backends import TurnSettings
 from sdk.backends.chat_template import (
     detect_call_format,
@@ -45,6 +46,7 @@ from sdk.history import HistoryProcessor
 from sdk.history import apply as apply_processors
 
 if TYPE_CHECKING:
+    from sdk.agent import Agent
     from sdk.agent._run import RunState
 
 _log = logging.getLogger("sdk.agent")
@@ -293,6 +295,25 @@ class TurnAssembly:
                 if isinstance(schema, dict):
                     calls[i] = resolve(call, schema)
         return calls
+
+
+def assembly_of(
+    agent: Agent[Any], output_schema: dict[str, Any] | None, history_processors: Any
+) -> TurnAssembly:
+    """The `TurnAssembly` of an agent's checked settings (`call_style` is checked against
+    the format here, then `history_processors`)."""
+    return TurnAssembly(
+        tools=agent.tools,
+        output_schema=output_schema,
+        format_spec=agent.format,
+        style=call_style_of(agent.call_style, agent.format),
+        auto_call_bias=agent.auto_call_bias,
+        reasoning_tokens=agent.reasoning_tokens,
+        parallel_tool_calls=agent.parallel_tool_calls,
+        drop_repeated_calls=agent.drop_repeated_calls,
+        token_healing=agent.token_healing,
+        history_processors=check_processors(history_processors),
+    )
 
 
 def split_reasoning(out: TurnOutput, fmt: ToolCallFormat) -> tuple[str, str]:

@@ -244,167 +244,265 @@ def generate_turn(
     decides whether the cut fell inside a value (the agent raises `TruncationError` then, even
     when the cut happens to leave text the grammar accepts).
     """
+    usage = Usage(prompt_tokens=len(session.prompt_ids))
+    turn = _Turn(
+        session,
+        matcher,
+        index,
+        tokenizer,
+        max_tokens,
+        sampling,
+        fast_forward,
+        heal,
+        on_progress,
+        runaways,
+        _generator(sampling),
+        GateRun(gate, index) if gate is not None and matcher is not None else None,
+        usage,
+    )
+    t_start = time.perf_counter()
+    try:
+        logits = turn.start()
+        if logits is not None:
+            turn.decode(logits, cancel)
+        turn.keep_complete_calls()
+    finally:
+        session.close()
+    return turn.output(t_start)
+
+
+def _generator(sampling: SamplingConfig) -> Any:
+    """The seeded random source of a sampled turn; None when it decodes greedily."""
     import torch
 
-    usage = Usage(prompt_tokens=len(session.prompt_ids))
-    generator = None
-    if sampling.temperature > 0:
-        generator = torch.Generator()
-        if sampling.seed is not None:
-            generator.manual_seed(sampling.seed)
-    eos = index.eos_ids
-    steer = GateRun(gate, index) if gate is not None and matcher is not None else None
-    out: list[int] = []
-    feed: list[int] = []
-    finish = "length"
-    dropped = ""  # what was cut off the end: "repeat" (a repeated call), "truncated"
-    runaway = ""
-    t_start = time.perf_counter()
-    mask_time = 0.0
-    try:
-        # What the turn must start with (a required call's opener) is forced as the tokenizer
-        # encodes it: left to sample, a model may spell it in pieces it was never trained on.
-        # It goes in with the prompt: one forward pass fewer.
+    if sampling.temperature <= 0:
+        return None
+    generator = torch.Generator()
+    if sampling.seed is not None:
+        generator.manual_seed(sampling.seed)
+    return generator
+
+
+@dataclass(eq=False, slots=True)
+class _Turn:
+    """One turn's decoding state: its inputs, the tokens so far and why it stopped.
+
+    `generate_turn` runs `start` (the prompt and the forced start), `decode` (the token loop),
+    `keep_complete_calls` (a call `max_tokens` cut) and `output`, in that order."""
+
+    session: DecodeSession
+    matcher: Matcher | None
+    index: TokenizerIndex
+    tokenizer: Any
+    max_tokens: int
+    sampling: SamplingConfig
+    fast_forward: bool
+    heal: bool
+    on_progress: Callable[[list[int]], None] | None
+    runaways: Literal["reply", "calls"] | None
+    generator: Any
+    steer: GateRun | None
+    usage: Usage
+    out: list[int] = field(default_factory=list)
+    feed: list[int] = field(default_factory=list)  # the last step's tokens (maybe not fed)
+    finish: str = "length"
+    dropped: str = ""  # what was cut off the end: "repeat" (a repeated call), "truncated"
+    runaway: str = ""
+    mask_time: float = 0.0
+
+    def start(self) -> torch.Tensor | None:
+        """Run the prompt and the turn's forced start; the logits after them, None when the
+        start completed the turn.
+
+        What the turn must start with (a required call's opener) is forced as the tokenizer
+        encodes it: left to sample, a model may spell it in pieces it was never trained on.
+        It goes in with the prompt: one forward pass fewer."""
+        matcher, usage = self.matcher, self.usage
         start: list[int] = []
-        if matcher is not None and fast_forward:
+        if matcher is not None and self.fast_forward:
             t0 = time.perf_counter()
-            start = forced_token_ids(matcher, index, tokenizer, max_tokens, heal=heal)
-            mask_time += time.perf_counter() - t0
-        logits, passes = _prefill(session, start)
-        usage.cached_prompt_tokens = session.cached_tokens
+            start = forced_token_ids(
+                matcher, self.index, self.tokenizer, self.max_tokens, heal=self.heal
+            )
+            self.mask_time += time.perf_counter() - t0
+        logits, passes = _prefill(self.session, start)
+        usage.cached_prompt_tokens = self.session.cached_tokens
         usage.forward_passes += passes
-        go_on = True
         if start:
             usage.forced_tokens += len(start)
-            out += start
-            if steer is not None:
-                steer.after(index.decode_bytes(start), len(start))
-            if on_progress is not None:
-                on_progress(out)
+            self.out += start
+            if self.steer is not None:
+                self.steer.after(self.index.decode_bytes(start), len(start))
+            if self.on_progress is not None:
+                self.on_progress(self.out)
             if matcher is not None and matcher.is_terminated():
-                finish, go_on = "stop", False
-        while go_on and len(out) < max_tokens:
+                self.finish = "stop"
+                return None
+        return logits
+
+    def decode(self, logits: torch.Tensor, cancel: threading.Event | None) -> None:
+        """The token loop: mask, pick (or force), extend, feed, until EOS, `max_tokens`, a
+        stop `_extend` finds or `cancel` (`TurnCancelled`)."""
+        import torch
+
+        matcher, session, index, out = self.matcher, self.session, self.index, self.out
+        tokenizer, usage, heal = self.tokenizer, self.usage, self.heal
+        sampling, generator, eos = self.sampling, self.generator, index.eos_ids
+        max_tokens, fast_forward = self.max_tokens, self.fast_forward
+        while len(out) < max_tokens:
             logits = logits.float()
-            feed = []
+            feed: list[int] = []
             preset: int | None = None  # a token already chosen (by the call probe)
             t0 = time.perf_counter()
             if matcher is not None:
-                raw = logits.clone() if steer is not None and steer.wants_raw() else None
-                try:
-                    matcher.apply_to_logits(logits)
-                except MatcherError as exc:  # dead state: cannot happen with a sound grammar
-                    raise _rejected(index, out, str(exc)) from exc
-                if steer is not None:
-                    opener = steer.steer(logits, raw)
-                    if opener == PROBE:
-                        t_probe = time.perf_counter()
-                        probe = _probe_call(
-                            session,
-                            matcher,
-                            index,
-                            tokenizer,
-                            steer.name_prefix,
-                            sampling,
-                            generator,
-                            max_tokens - len(out),
-                        )
-                        usage.forward_passes += 1 if probe else 0
-                        t0 += time.perf_counter() - t_probe  # a forward pass, not mask time
-                        opener = b""
-                        if steer.settle(logits, probe.fit if probe else None):
-                            if probe is None:
-                                opener = steer.opener
-                            else:  # the probe's tokens are the call's start: keep them
-                                for x in probe.fed:
-                                    matcher.advance(x)
-                                out += probe.fed
-                                usage.forced_tokens += len(probe.fed)
-                                steer.after(index.decode_bytes(probe.fed), len(probe.fed))
-                                preset = probe.last
-                        elif probe is not None:
-                            cast("RollbackSession", session).rollback(len(probe.fed))
-                    if opener:
-                        feed = forced_token_ids(
-                            matcher,
-                            index,
-                            tokenizer,
-                            max_tokens - len(out),
-                            heal=heal,
-                            committed=opener,
-                        )
-                        if not feed:  # cannot be forced as tokens: let the model spell it
-                            steer.only_opener(logits)
-                usage.forced_tokens += len(feed)
+                feed, preset = self._constrain(matcher, logits)
                 if not feed and bool(torch.isneginf(logits).all()):
                     raise _rejected(index, out, "the grammar allows none of the model's tokens")
-            mask_time += time.perf_counter() - t0
+            self.mask_time += time.perf_counter() - t0
             if not feed:
                 tid = _choose(logits, sampling, generator) if preset is None else preset
-                preset = None
                 if tid in eos:
                     if matcher is not None:
                         matcher.advance(tid)
-                    finish = "stop"
-                    break
+                    self.finish = "stop"
+                    return
                 t0 = time.perf_counter()
+                feed = [tid]
                 if matcher is not None:
                     matcher.advance(tid)
-                feed = [tid]
-                if matcher is not None and fast_forward:
-                    forced = forced_token_ids(
-                        matcher, index, tokenizer, max_tokens - len(out) - 1, heal=heal
-                    )
-                    feed += forced
-                    usage.forced_tokens += len(forced)
-                mask_time += time.perf_counter() - t0
-            out += feed
-            if steer is not None:
-                steer.after(index.decode_bytes(feed), len(feed))
-                if steer.repeat_from is not None and matcher is not None:
-                    _cut_back(session, matcher, out, steer.repeat_from, len(feed))
-                    dropped, finish = "repeat", "stop"
-                    usage.repeated_calls += 1
-            if on_progress is not None:
-                on_progress(out)
-            if dropped:
-                break
-            if runaways is not None and (
-                runaways == "reply" or (steer is not None and steer.in_call)
-            ):
-                period = runaway_period(out)
-                if period:
-                    runaway = index.decode_bytes(out[-period:]).decode("utf-8", errors="replace")
-                    break  # finish stays "length": a cut value, never used
-            if matcher is not None and matcher.is_terminated():
-                finish = "stop"  # only EOS could follow: skip the forward pass
-                break
-            if len(out) >= max_tokens:
-                break
+                    if fast_forward:
+                        forced = forced_token_ids(
+                            matcher, index, tokenizer, max_tokens - len(out) - 1, heal=heal
+                        )
+                        feed += forced
+                        usage.forced_tokens += len(forced)
+                self.mask_time += time.perf_counter() - t0
+            if self._extend(feed):
+                return
             if cancel is not None and cancel.is_set():
                 raise TurnCancelled("the run was cancelled")
             logits = session.feed(feed)
             usage.forward_passes += 1
+
+    def _constrain(self, matcher: Matcher, logits: torch.Tensor) -> tuple[list[int], int | None]:
+        """Mask `logits` with the grammar, and let the gate steer them. The tokens to force
+        (a call opener the gate decided on) and the token the call probe chose, if any."""
+        steer = self.steer
+        raw = logits.clone() if steer is not None and steer.wants_raw() else None
+        try:
+            matcher.apply_to_logits(logits)
+        except MatcherError as exc:  # dead state: cannot happen with a sound grammar
+            raise _rejected(self.index, self.out, str(exc)) from exc
+        feed: list[int] = []
+        preset: int | None = None
+        if steer is not None:
+            opener = steer.steer(logits, raw)
+            if opener == PROBE:
+                opener, preset = self._probe(matcher, steer, logits)
+            if opener:
+                feed = forced_token_ids(
+                    matcher,
+                    self.index,
+                    self.tokenizer,
+                    self.max_tokens - len(self.out),
+                    heal=self.heal,
+                    committed=opener,
+                )
+                if not feed:  # cannot be forced as tokens: let the model spell it
+                    steer.only_opener(logits)
+        self.usage.forced_tokens += len(feed)
+        return feed, preset
+
+    def _probe(
+        self, matcher: Matcher, steer: GateRun, logits: torch.Tensor
+    ) -> tuple[bytes, int | None]:
+        """The gate asked for the call probe (`_probe_call`): the opener to force (b"" for
+        none) and, where the probe's start of a call is kept, the token it chose."""
+        t_probe = time.perf_counter()
+        probe = _probe_call(
+            self.session,
+            matcher,
+            self.index,
+            self.tokenizer,
+            steer.name_prefix,
+            self.sampling,
+            self.generator,
+            self.max_tokens - len(self.out),
+        )
+        self.usage.forward_passes += 1 if probe else 0
+        self.mask_time -= time.perf_counter() - t_probe  # a forward pass, not mask time
+        if steer.settle(logits, probe.fit if probe else None):
+            if probe is None:
+                return steer.opener, None
+            # the probe's tokens are the call's start: keep them
+            for x in probe.fed:
+                matcher.advance(x)
+            self.out += probe.fed
+            self.usage.forced_tokens += len(probe.fed)
+            steer.after(self.index.decode_bytes(probe.fed), len(probe.fed))
+            return b"", probe.last
+        if probe is not None:
+            cast("RollbackSession", self.session).rollback(len(probe.fed))
+        return b"", None
+
+    def _extend(self, feed: list[int]) -> bool:
+        """Append a step's tokens to the turn; True when the turn stops there (a repeated
+        call cut away, a runaway value, the grammar's end, `max_tokens`)."""
+        out, steer, matcher = self.out, self.steer, self.matcher
+        self.feed = feed
+        out += feed
+        if steer is not None:
+            steer.after(self.index.decode_bytes(feed), len(feed))
+            if steer.repeat_from is not None and matcher is not None:
+                _cut_back(self.session, matcher, out, steer.repeat_from, len(feed))
+                self.dropped, self.finish = "repeat", "stop"
+                self.usage.repeated_calls += 1
+        if self.on_progress is not None:
+            self.on_progress(out)
+        if self.dropped:
+            return True
+        runaways = self.runaways
+        if runaways is not None and (runaways == "reply" or (steer is not None and steer.in_call)):
+            period = runaway_period(out)
+            if period:
+                self.runaway = self.index.decode_bytes(out[-period:]).decode(
+                    "utf-8", errors="replace"
+                )
+                return True  # finish stays "length": a cut value, never used
+        if matcher is not None and matcher.is_terminated():
+            self.finish = "stop"  # only EOS could follow: skip the forward pass
+            return True
+        return len(out) >= self.max_tokens
+
+    def keep_complete_calls(self) -> None:
+        """Where `max_tokens` cut a call, cut the turn back to the calls finished before it
+        (when the gate keeps complete calls)."""
+        steer, matcher = self.steer, self.matcher
         if (
-            finish == "length"
+            self.finish == "length"
             and steer is not None
             and matcher is not None
             and steer.in_call
             and steer.kept_tokens > 0
             and steer.gate.keep_complete_calls
-        ):  # max_tokens cut a call: keep the ones finished before it
-            _cut_back(session, matcher, out, steer.kept_tokens, len(feed))
-            dropped = "truncated"
-            usage.cut_calls += 1
-            if on_progress is not None:
-                on_progress(out)
-    finally:
-        session.close()
-    usage.completion_tokens = len(out)
-    usage.mask_time_s = mask_time
-    usage.generation_time_s = time.perf_counter() - t_start
-    text = index.decode_bytes(out).decode("utf-8", errors="replace")
-    accepting = matcher is None or finish == "stop" or matcher.is_accepting()
-    return TurnOutput(text, out, finish, accepting, usage, dropped=dropped, runaway=runaway)
+        ):
+            _cut_back(self.session, matcher, self.out, steer.kept_tokens, len(self.feed))
+            self.dropped = "truncated"
+            self.usage.cut_calls += 1
+            if self.on_progress is not None:
+                self.on_progress(self.out)
+
+    def output(self, t_start: float) -> TurnOutput:
+        """The finished turn, its usage completed (`t_start`: when generation began)."""
+        out, usage, finish, matcher = self.out, self.usage, self.finish, self.matcher
+        usage.completion_tokens = len(out)
+        usage.mask_time_s = self.mask_time
+        usage.generation_time_s = time.perf_counter() - t_start
+        text = self.index.decode_bytes(out).decode("utf-8", errors="replace")
+        accepting = matcher is None or finish == "stop" or matcher.is_accepting()
+        return TurnOutput(
+            text, out, finish, accepting, usage, dropped=self.dropped, runaway=self.runaway
+        )
 
 
 def _prefill(session: DecodeSession, start: list[int]) -> tuple[torch.Tensor, int]:
