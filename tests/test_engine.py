@@ -1177,7 +1177,7 @@ def test_a_long_word_count_compiles_without_copying_the_item_per_count() -> None
     """`(?:\\S+\\s+){0,199}\\S+`, a JSON Schema word limit, was a Thompson NFA of 200 copies
     and seconds of subset construction; built count by count it needs none (counted on the
     grammar's work budget, which the old path would have spent many times over)."""
-    from sdk.engine._automata import work_budget
+    from sdk.engine._subsets import work_budget
 
     work_budget.left = 100_000
     try:

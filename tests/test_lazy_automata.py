@@ -14,9 +14,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from sdk.engine import CompiledGrammar, Matcher
+from sdk.engine import CompiledGrammar, Matcher, _products
 from sdk.engine import _automata as au
 from sdk.engine import _regex as rx
+from sdk.engine._dfa_ops import MAX_DFA_STATES
 from sdk.engine._lazy import LazyDfa, materialize
 from sdk.errors import TooComplexError
 from tests._automata_runs import brute_force_mask, live_states, reachable, run_lazy, run_table
@@ -151,7 +152,7 @@ def test_big_products_number_pairs_as_small_ones_do(a: str, b: str, mode: str) -
     kw = {"and": {}, "minus": {"negate_b": True}, "or": {"union": True}}[mode]
     dense = au.product(da, db, **kw)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(au, "DENSE_PAIRS", 0)
+        mp.setattr(_products, "DENSE_PAIRS", 0)
         hashed = au.product(da, db, **kw)
     assert np.array_equal(dense.trans, hashed.trans), (a, b, mode)
     assert np.array_equal(dense.accepting, hashed.accepting), (a, b, mode)
@@ -166,11 +167,11 @@ def test_a_product_past_the_state_limit_is_refused_by_both_numberings(
     a = au.table(au.compile_regex("[a-z]{0,30}"))
     b = au.table(au.compile_regex("(?:[a-m][n-z]){0,20}"))
     full = au.product(a, b)
-    monkeypatch.setattr(au, "DENSE_PAIRS", dense_pairs)
-    monkeypatch.setattr(au, "MAX_DFA_STATES", full.n_states - 2)
+    monkeypatch.setattr(_products, "DENSE_PAIRS", dense_pairs)
+    monkeypatch.setattr(_products, "MAX_DFA_STATES", full.n_states - 2)
     with pytest.raises(TooComplexError, match="DFA states"):
         au.product(a, b)
-    monkeypatch.setattr(au, "MAX_DFA_STATES", full.n_states + 1)
+    monkeypatch.setattr(_products, "MAX_DFA_STATES", full.n_states + 1)
     got = au.product(a, b)
     assert np.array_equal(got.trans, full.trans)
 
@@ -205,9 +206,9 @@ def test_a_product_past_the_state_cap_is_refused_without_a_table_of_every_pair()
 
     a = au.table(au.compile_regex("[a-z]{0,3999}"))  # no lazy: both are tables
     b = au.table(au.compile_regex("(?:[a-m][n-z]?){0,2000}"))
-    assert a.n_states * b.n_states > 4 * au.DENSE_PAIRS
+    assert a.n_states * b.n_states > 4 * _products.DENSE_PAIRS
     with pytest.MonkeyPatch.context() as mp:  # numba imported and the BFS loaded beforehand
-        mp.setattr(au, "DENSE_PAIRS", 0)
+        mp.setattr(_products, "DENSE_PAIRS", 0)
         au.product(au.table(au.compile_regex("a")), au.table(au.compile_regex("a")))
     tracemalloc.start()
     try:
@@ -224,7 +225,7 @@ def test_tables_are_kept_below_the_lazy_threshold() -> None:
     a table-only construction over a huge one is refused with a typed error."""
     assert isinstance(au.compile_regex(f"[a-z]{{0,{au.LAZY_MIN_STATES // 2}}}"), au.Dfa)
     huge = au.compile_regex(r"[a-z]{0,500000}")
-    assert isinstance(huge, LazyDfa) and huge.n_states > au.MAX_DFA_STATES
+    assert isinstance(huge, LazyDfa) and huge.n_states > MAX_DFA_STATES
     assert huge.matches(b"abc") and not huge.matches(b"abC")
     last = huge.n_states - 1  # 500,000 letters read: only the end is left
     assert huge.acc(np.asarray([last]))[0] and not huge.rows(np.asarray([last])).any()

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from sdk.engine import _native, _pairs, _trie
+from sdk.engine import _chains, _dfa_kernels, _native, _pairs, _trie
 from sdk.engine._automata import compile_regex
 from sdk.engine._dfa import Dfa
 
@@ -89,31 +89,31 @@ def test_a_wrong_array_is_a_typed_error_naming_the_kernel_and_argument() -> None
     _aot_or_skip()
     table = np.zeros((3, 256), np.int32)
     table[1, 5] = 2
-    reps, classes = _trie.small_table_classes(table)
+    reps, classes = _dfa_kernels.small_table_classes(table)
     assert list(reps) == [0, 5] and classes[5] == 1 and classes[4] == 0
     with pytest.raises(
         TypeError,
         match=r"small_table_classes: argument 0 must be a C-ordered int32 array of rank 2, "
         r"got an array of int64, rank 2",
     ):
-        _trie.small_table_classes(table.astype(np.int64))
+        _dfa_kernels.small_table_classes(table.astype(np.int64))
     with pytest.raises(TypeError, match="C-ordered int32"):
-        _trie.small_table_classes(np.asfortranarray(table))
+        _dfa_kernels.small_table_classes(np.asfortranarray(table))
     with pytest.raises(TypeError, match="rank 2, got an array of int32, rank 1"):
-        _trie.small_table_classes(table[1])
+        _dfa_kernels.small_table_classes(table[1])
     with pytest.raises(TypeError, match="got list"):
-        _trie.small_table_classes(table.tolist())
+        _dfa_kernels.small_table_classes(table.tolist())
     dfa = compile_regex("abc")
     assert isinstance(dfa, Dfa)
     args = (dfa.table, dfa.classes, dfa.accepting, 1, 16)
-    assert bytes(_trie.literal_path(*args)) == b"abc"
+    assert bytes(_dfa_kernels.literal_path(*args)) == b"abc"
     strided = np.repeat(dfa.classes, 2)[::2]  # equal values, not contiguous
     with pytest.raises(TypeError, match="argument 1 must be a C-ordered uint8 array"):
-        _trie.literal_path(dfa.table, strided, dfa.accepting, 1, 16)
+        _dfa_kernels.literal_path(dfa.table, strided, dfa.accepting, 1, 16)
     with pytest.raises(TypeError, match="argument 2 must be a C-ordered bool array"):
-        _trie.literal_path(dfa.table, dfa.classes, dfa.accepting.astype(np.uint8), 1, 16)
+        _dfa_kernels.literal_path(dfa.table, dfa.classes, dfa.accepting.astype(np.uint8), 1, 16)
     with pytest.raises(TypeError):
-        _trie.literal_path(*args[:4])  # one argument short
+        _dfa_kernels.literal_path(*args[:4])  # one argument short
     # only unusual, not wrong: a one-element view with a long stride is contiguous
     ids = np.arange(12, dtype=np.int64)[::4][1:2]
     assert ids.strides == (32,) and ids.flags.c_contiguous
@@ -163,9 +163,9 @@ def test_built_and_jit_kernels_agree_on_random_automata(
     assert isinstance(dfa, Dfa)
     t, c, acc = dfa.table, dfa.classes, dfa.accepting
 
-    def same(name: str, *args: Any) -> None:
-        built = getattr(_trie, name)(*args)
-        other = jit["trie__" + name](*args)
+    def same(module: Any, name: str, *args: Any) -> None:
+        built = getattr(module, name)(*args)
+        other = jit[module.__name__.rsplit(".", 1)[-1].lstrip("_") + "__" + name](*args)
         for x, y in zip(
             built if isinstance(built, tuple) else (built,),
             other if isinstance(other, tuple) else (other,),
@@ -173,14 +173,14 @@ def test_built_and_jit_kernels_agree_on_random_automata(
         ):
             assert np.array_equal(x, y), (name, pattern)
 
-    same("small_table_classes", np.ascontiguousarray(dfa.trans[:4]))
+    same(_dfa_kernels, "small_table_classes", np.ascontiguousarray(dfa.trans[:4]))
     for q in range(1, dfa.n_states):
-        same("literal_path", t, c, acc, q, 32)
-        same("canonical_form", t, c, acc, q, 64)
-        same("live_bytes", t, c, q)
+        same(_dfa_kernels, "literal_path", t, c, acc, q, 32)
+        same(_dfa_kernels, "canonical_form", t, c, acc, q, 64)
+        same(_dfa_kernels, "live_bytes", t, c, q)
         row = dfa.row(q)
         assert dfa.live_bits(q) == sum(1 << b for b in range(256) if row[b]), (pattern, q)
-    same("_chains", t, c, _trie.UTF8, _trie.CHAIN_BYTES)
+    same(_chains, "_chains", t, c, _trie.UTF8, _chains.CHAIN_BYTES)
     raw = sorted({s.encode() for s in tokens})
     width = max(len(b) for b in raw)
     matrix = np.zeros((len(raw), width), np.uint8)
@@ -188,7 +188,7 @@ def test_built_and_jit_kernels_agree_on_random_automata(
         matrix[i, : len(b)] = np.frombuffer(b, np.uint8)
     lengths = np.asarray([len(b) for b in raw], np.int64)
     trie = _trie.build_trie(matrix, lengths, np.arange(len(raw), dtype=np.int64), 8)
-    chain = _trie.chains(t, c)
+    chain = _chains.chains(t, c)
     for q in range(1, dfa.n_states):
         built = _trie.walk_trie(trie, t, c, acc, chain, q, 8)
         with pytest.MonkeyPatch.context() as mp:
@@ -202,7 +202,14 @@ def test_built_and_jit_kernels_agree_on_random_automata(
     assert np.array_equal(built_trans, jit_trans), pattern
     nodes = (trie.byte, trie.skip, trie.sub_lo, trie.sub_hi, trie.end_lo, trie.end_hi)
     for text in raw:
-        same("walk_literal", *nodes, trie.roots, trie.order, np.frombuffer(text + b"a", np.uint8))
+        same(
+            _trie,
+            "walk_literal",
+            *nodes,
+            trie.roots,
+            trie.order,
+            np.frombuffer(text + b"a", np.uint8),
+        )
 
 
 @pytest.mark.slow

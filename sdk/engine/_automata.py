@@ -4,12 +4,16 @@ A `Dfa` is a dense table `trans[state, byte]` with state 0 the dead state and st
 start, so that vectorised walks over a whole vocabulary are plain numpy indexing. Every state
 but 0 can still reach an accepting state (trimmed): "live" therefore means "can complete",
 which is what exact masks need.
+
+This module compiles regexes (`compile_node`, `compile_regex`): the Thompson NFA, counted
+repeats, lookaheads and gluing DFAs of parts, all recursive through `compile_node`. The
+pieces that do not recurse live apart: table operations (`_dfa_ops`), subset constructions
+(`_subsets`), products (`_products`) and the DFAs of literals and word sets (`_word_dfas`).
 """
 
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Sequence
 from typing import cast
 
@@ -18,7 +22,19 @@ import numpy as np
 from ..errors import TooComplexError
 from . import _regex as rx
 from ._cache import BoundedCache
-from ._dfa import COMPACT_MIN_STATES, IDENTITY, Dfa, byte_classes, empty_dfa
+from ._dfa import IDENTITY, Dfa, empty_dfa
+from ._dfa_ops import (
+    AnyDfa,
+    _classes_of,
+    _joint_classes,
+    _segments,
+    cache_size,
+    columns_at,
+    compacted,
+    minimize,
+    table,
+    with_classes,
+)
 from ._lazy import (
     LazyDfa,
     alternation,
@@ -26,58 +42,20 @@ from ._lazy import (
     counted,
     item_moves,
     item_width,
-    materialize,
 )
+from ._products import DENSE_PAIRS, excluding_prefixes, prefix_closed, product
+from ._subsets import _concat_sets, _countable, _counted_sets, determinize
+from ._word_dfas import _chain, _finite_words, _literal_bytes, _trie
 
 MAX_NFA_STATES = 400_000
-MAX_DFA_STATES = 100_000
-#: Subset-construction work cap (Python-level loop steps, all DFA states): about 2-3 s.
-#: Nested quantifiers such as `(x{0,100}){0,100}` stay under the state caps but would
-#: otherwise take minutes.
-MAX_SUBSET_WORK = 5_000_000
-#: The same work summed over every regex of one grammar (`CompiledGrammar.from_lark` sets
-#: `work_budget.left`; per thread): a schema with dozens of heavy patterns stops at ~5-7 s.
-MAX_GRAMMAR_WORK = 15_000_000
-work_budget = threading.local()
 #: Counted repeats with more states than this are built lazily (`_lazy`): the table of a
 #: 65,535-character string would take a gigabyte, and even a 300-character one costs more to
 #: build (and to copy into the runtime) than a generation visits. Constructions that need a
 #: table (products, subset construction) still get one up to MAX_DFA_STATES.
 LAZY_MIN_STATES = 4096
-#: Products of more pairs than this number their states through a hash of the pairs reached
-#: (`_pairs`, compiled) instead of a dense table of every pair (4 bytes a pair).
-DENSE_PAIRS = 1 << 20
 #: A·B where A's accepting states go on with B's first bytes: up to this many B states, the
 #: sets of B's states are bit masks of one int64 (`_pairs.concat_bfs`); beyond, NFA + subsets.
 SET_CONCAT_MAX = 63
-
-#: A table DFA, or a lazy one (see `_lazy`).
-AnyDfa = Dfa | LazyDfa
-
-
-def table(d: AnyDfa) -> Dfa:
-    """`d` as a table: lazy automata are materialised, or `TooComplexError` when too big."""
-    if isinstance(d, LazyDfa) and d.tabulate is not None:
-        return d.tabulate()
-    return materialize(d, MAX_DFA_STATES)
-
-
-#: Bytes per state that a table's first walk adds (`Dfa.chains`: 18 int32 per state).
-CHAIN_BYTES_PER_STATE = 72
-
-
-def compacted(d: AnyDfa) -> AnyDfa:
-    """`Dfa.compacted` for a table; a lazy automaton as it is."""
-    return d.compacted() if isinstance(d, Dfa) else d
-
-
-def cache_size(d: AnyDfa) -> int:
-    """Bytes a cached automaton holds: its table and the chains its walks add (lazy ones are
-    small but for what they say they hold, a length product's levels). Grammars read tables
-    in place: no copy to count. With one column per byte class the chains are most of it."""
-    if isinstance(d, Dfa):
-        return d.nbytes + CHAIN_BYTES_PER_STATE * d.n_states + 512
-    return max(64 << 10, int(getattr(d, "nbytes", 0)))
 
 
 # ---------------------------------------------------------------- UTF-8 ranges
@@ -126,6 +104,19 @@ def utf8_sequences(lo: int, hi: int) -> list[list[tuple[int, int]]]:
         b2 = chr(hi).encode("utf-8")
         out.append(list(zip(a, b2, strict=True)))
     return out
+
+
+_seq_cache: BoundedCache[rx.Ranges, list[list[tuple[int, int]]]] = BoundedCache(
+    "UTF-8 sequences", 8 << 20
+)
+
+
+def _cached_sequences(ranges: rx.Ranges) -> list[list[tuple[int, int]]]:
+    seqs = _seq_cache.get(ranges)
+    if seqs is None:
+        seqs = [seq for lo, hi in ranges for seq in utf8_sequences(lo, hi)]
+        _seq_cache.put(ranges, seqs, 120 * sum(len(q) + 1 for q in seqs) + 64 * len(ranges))
+    return seqs
 
 
 # ---------------------------------------------------------------- NFA
@@ -225,22 +216,6 @@ class Nfa:
         return base + 1, end
 
 
-#: The most states a counted item may have: Unicode `\w` is ~310 (its UTF-8 ranges).
-COUNTED_ITEM_MAX_STATES = 1024
-
-
-def _countable(x: Dfa) -> bool:
-    """X is small, not nullable and prefix-free, and its start is never re-entered mid-item
-    (`b*a` is refused: a block's start would stand both for "k items done" and for "inside
-    item k + 1"): what a counted repeat numbered (count, X-state) needs."""
-    return not (
-        x.nullable
-        or x.n_states > COUNTED_ITEM_MAX_STATES
-        or x.table[x.accepting].any()
-        or (x.table == 1).any()
-    )
-
-
 def _counted_repeat(node: rx.Repeat) -> AnyDfa | None:
     """`X{lo,hi}` built directly as (count × X-state) when X is prefix-free (a character, an
     escape): linear in hi, where Thompson copies + subset construction are quadratic-ish.
@@ -267,449 +242,6 @@ def _counted_repeat(node: rx.Repeat) -> AnyDfa | None:
         accepting[1 + k * width] = lo <= k
     accepting[1 + hi * width] = True  # lo <= hi
     return Dfa(trans, accepting)
-
-
-#: Counted repeats of an item that is not prefix-free are built by `_counted_sets` up to this
-#: many states (bigger ones go through the NFA and its budgets), and minimised up to the second.
-COUNTED_SETS_MAX_STATES = 50_000
-COUNTED_SETS_MINIMIZE = 1024
-#: ...and within this much work (pairs looked at): a repeat whose subsets keep many pairs
-#: (`(?:[^\x00-\x7f]{2,30}|\d{3,}){2,20}`) is left to the NFA path and its budgets.
-COUNTED_SETS_MAX_WORK = 1_000_000
-
-_Shape = tuple[tuple[int, int], ...]
-
-
-def _counted_sets(x: Dfa, lo: int, hi: int) -> Dfa | None:
-    """X{lo,hi} (1 <= hi) for a non-nullable X that is not prefix-free (`(?:\\S+\\s+){0,199}`:
-    where a word may go on, the next may start): the subset construction over pairs (items
-    done before the current one, X-state). A subset is written as its smallest count and the
-    shape of its pairs relative to it. A shape's moves depend on the count only near `hi`
-    (no item starts past it), so they are computed once per shape and reused at every count:
-    the Thompson NFA has `hi` copies of X, and its subsets cost a Python step per copy.
-    Every state can finish (X is trimmed, and below `hi` another item may always start)."""
-    columns, classes = _columns(x)
-    xt: list[list[int]] = columns.tolist()
-    acc: list[bool] = x.accepting.tolist()
-    first = xt[1]
-    n_cls = columns.shape[1]
-    # per (shape, room): the distinct successors (count offset, shape) and, per byte class,
-    # which of them it leads to (0: dead); a state's row is then a few lookups and one take
-    memo: dict[tuple[_Shape, int], tuple[list[tuple[int, _Shape]], np.ndarray]] = {}
-    work = 0
-
-    def moves(shape: _Shape, room: int) -> tuple[list[tuple[int, _Shape]], np.ndarray]:
-        # room = hi - (smallest count): an item may start after offset dk iff dk + 1 < room
-        nonlocal work
-        key = (shape, room if room <= shape[-1][0] + 1 else -1)
-        got = memo.get(key)
-        if got is None:
-            work += n_cls * len(shape)
-            succ: dict[tuple[int, _Shape], int] = {}
-            pick = np.zeros(n_cls, dtype=np.int64)
-            for c in range(n_cls):
-                pairs: set[tuple[int, int]] = set()
-                for dk, q in shape:
-                    t = xt[q][c]
-                    if t:
-                        pairs.add((dk, t))
-                    if acc[q] and dk + 1 < room and first[c]:
-                        pairs.add((dk + 1, first[c]))
-                if pairs:
-                    d0 = min(dk for dk, _ in pairs)
-                    to = (d0, tuple(sorted((dk - d0, q) for dk, q in pairs)))
-                    pick[c] = succ.setdefault(to, len(succ) + 1)
-            got = memo[key] = (list(succ), pick)
-        return got
-
-    ids: dict[tuple[int, _Shape], int] = {}
-    todo: list[tuple[int, _Shape]] = []
-    start = np.zeros(n_cls, dtype=np.int64)
-    for c in range(n_cls):  # the start: nothing read, no item begun
-        if first[c]:
-            key: tuple[int, _Shape] = (0, ((0, first[c]),))
-            j = ids.get(key)
-            if j is None:
-                j = ids[key] = 2 + len(todo)
-                todo.append(key)
-            start[c] = j
-    rows: list[np.ndarray] = [np.zeros(n_cls, dtype=np.int64), start]  # dead, start
-    accepting = [False, lo == 0]
-    i = 0
-    while i < len(todo):
-        k0, shape = todo[i]
-        i += 1
-        succ, pick = moves(shape, hi - k0)
-        work += len(succ) + 1
-        if work > COUNTED_SETS_MAX_WORK:
-            return None
-        resolved = [0]
-        for delta, nxt in succ:
-            key = (k0 + delta, nxt)
-            j = ids.get(key)
-            if j is None:
-                j = ids[key] = 2 + len(todo)
-                if j >= COUNTED_SETS_MAX_STATES:
-                    return None
-                todo.append(key)
-            resolved.append(j)
-        rows.append(np.asarray(resolved, dtype=np.int64)[pick])
-        accepting.append(any(acc[q] and lo <= k0 + dk + 1 for dk, q in shape))
-    trans = np.stack(rows).astype(np.int32)
-    dfa = with_classes(trans, np.asarray(accepting, dtype=bool), classes)
-    # Word counts come out minimal; small results are minimised anyway (`(?:a+){1,3}` is
-    # `a+`), big ones are left as built: minimising them cost more than building them.
-    return minimize(dfa) if dfa.n_states <= COUNTED_SETS_MINIMIZE else dfa
-
-
-_BYTES = np.arange(256)
-
-
-def _segments(dfa: Dfa) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Runs of equal targets in every row: (state, first byte, last byte, target), dead dropped.
-    On runs of bytes of one class (a handful), not on 256 columns per state."""
-    if dfa.dense:
-        trans, run_lo, run_hi = dfa.table, _BYTES, _BYTES
-    else:
-        cls = dfa.classes
-        cut = np.flatnonzero(cls[1:] != cls[:-1]) + 1
-        run_lo = np.concatenate([[0], cut])
-        run_hi = np.concatenate([cut - 1, [255]])
-        trans = dfa.table[:, cls[run_lo]]  # one column per run of bytes
-    n, k = trans.shape
-    starts = np.ones((n, k), dtype=bool)
-    starts[:, 1:] = trans[:, 1:] != trans[:, :-1]
-    rows, cols = np.nonzero(starts)
-    ends = np.empty_like(cols)
-    ends[:-1] = cols[1:] - 1
-    last_in_row = np.ones(len(rows), dtype=bool)
-    last_in_row[:-1] = rows[1:] != rows[:-1]
-    ends[last_in_row] = k - 1
-    targets = trans[rows, cols]
-    keep = (targets != 0) & (rows != 0)
-    return rows[keep], run_lo[cols[keep]], run_hi[ends[keep]], targets[keep]
-
-
-_seq_cache: BoundedCache[rx.Ranges, list[list[tuple[int, int]]]] = BoundedCache(
-    "UTF-8 sequences", 8 << 20
-)
-
-
-def _cached_sequences(ranges: rx.Ranges) -> list[list[tuple[int, int]]]:
-    seqs = _seq_cache.get(ranges)
-    if seqs is None:
-        seqs = [seq for lo, hi in ranges for seq in utf8_sequences(lo, hi)]
-        _seq_cache.put(ranges, seqs, 120 * sum(len(q) + 1 for q in seqs) + 64 * len(ranges))
-    return seqs
-
-
-# ---------------------------------------------------------------- determinisation
-
-
-def determinize(nfa: Nfa, start: int, end: int) -> Dfa:
-    n = len(nfa.eps)
-    bounds = {0, 256}
-    for es in nfa.edges:
-        for lo, hi, _ in es:
-            bounds.add(lo)
-            bounds.add(hi + 1)
-    cuts = sorted(bounds)
-    byte_class = np.zeros(256, dtype=np.int32)
-    for k in range(len(cuts) - 1):
-        byte_class[cuts[k] : cuts[k + 1]] = k
-    n_classes = len(cuts) - 1
-    # per NFA state: class -> targets
-    moves: list[dict[int, list[int]]] = [{} for _ in range(n)]
-    for q in range(n):
-        for lo, hi, tgt in nfa.edges[q]:
-            for c in range(int(byte_class[lo]), int(byte_class[hi]) + 1):
-                moves[q].setdefault(c, []).append(tgt)
-    closure_cache: dict[int, frozenset[int]] = {}
-
-    def closure(q: int) -> frozenset[int]:
-        got = closure_cache.get(q)
-        if got is not None:
-            return got
-        seen = {q}
-        todo = [q]
-        while todo:
-            x = todo.pop()
-            for y in nfa.eps[x]:
-                if y not in seen:
-                    seen.add(y)
-                    todo.append(y)
-        fs = frozenset(seen)
-        closure_cache[q] = fs
-        return fs
-
-    start_set = closure(start)
-    ids: dict[frozenset[int], int] = {start_set: 1}
-    by_targets: dict[frozenset[int], int] = {}  # NFA targets of a move -> DFA state
-    order = [start_set]
-    rows: list[list[int]] = []
-    acc: list[bool] = [False]
-    k = 0
-    work = 0
-    left = getattr(work_budget, "left", None)
-    limit = MAX_SUBSET_WORK if left is None else min(MAX_SUBSET_WORK, left)
-    while k < len(order):
-        cur = order[k]
-        k += 1
-        if work > limit:
-            what = "regular expression" if limit == MAX_SUBSET_WORK else "grammar's regexes"
-            raise TooComplexError(
-                f"{what} too complex to determinize ({len(order)} DFA states, {work} subset steps)"
-            )
-        acc.append(end in cur)
-        row = [0] * n_classes
-        by_class: dict[int, set[int]] = {}
-        for q in cur:
-            mq = moves[q]
-            work += 1 + len(mq)
-            for c, tgts in mq.items():
-                by_class.setdefault(c, set()).update(tgts)
-        for c, targets in by_class.items():
-            # Most classes of a state (every byte but a quote, say) share their targets.
-            tkey = frozenset(targets)
-            d = by_targets.get(tkey)
-            if d is None:
-                nxt_set: set[int] = set()
-                for t in targets:
-                    got = closure(t)
-                    work += 1 + (len(got) >> 4)  # set unions run in C: ~16 elements per step
-                    nxt_set |= got
-                key = frozenset(nxt_set)
-                d = ids.get(key)
-                if d is None:
-                    d = len(order) + 1
-                    if d > MAX_DFA_STATES:
-                        raise TooComplexError(f"automaton exceeds {MAX_DFA_STATES} DFA states")
-                    ids[key] = d
-                    order.append(key)
-                by_targets[tkey] = d
-            row[c] = d
-        rows.append(row)
-    if left is not None:
-        work_budget.left = left - work
-    compact = np.zeros((len(order) + 1, n_classes), dtype=np.int32)
-    if rows:
-        compact[1:] = np.asarray(rows, dtype=np.int32)
-    return _trim(compact, np.asarray(acc, dtype=bool), byte_class)
-
-
-def _joint_classes(a: Dfa, b: Dfa) -> tuple[np.ndarray, np.ndarray]:
-    """The byte classes neither `a` nor `b` tells apart: (a representative byte per class,
-    the class of every byte), for constructions that run on one column per class (`columns_at`)."""
-    class_a = _classes_of(a)
-    class_b = _classes_of(b)
-    _, reps, class_ab = np.unique(class_a * 256 + class_b, return_index=True, return_inverse=True)
-    return reps, class_ab.reshape(-1)
-
-
-def _classes_of(d: Dfa) -> np.ndarray:
-    """The class of every byte (int64), as few classes as `d` tells apart."""
-    return byte_classes(d.table)[1] if d.dense else d.classes.astype(np.int64)
-
-
-def _columns(d: Dfa) -> tuple[np.ndarray, np.ndarray]:
-    """`d`'s table with one column per class of bytes it tells apart, and the class of every
-    byte (int64)."""
-    if d.dense:
-        reps, classes = byte_classes(d.table)
-        return d.table[:, reps], classes
-    return d.table, d.classes.astype(np.int64)
-
-
-def columns_at(d: Dfa, reps: np.ndarray) -> np.ndarray:
-    """`d`'s moves on the bytes `reps` (one column each)."""
-    return d.table[:, d.classes[reps]]
-
-
-def with_classes(table: np.ndarray, accepting: np.ndarray, byte_class: np.ndarray) -> Dfa:
-    """The DFA of a table with one column per byte class (`byte_class[b]`: the column of byte
-    b), its identical columns merged: small tables are spread to one column per byte."""
-    if table.shape[0] < COMPACT_MIN_STATES:
-        return Dfa(np.take(table, byte_class, axis=1), accepting)
-    reps, merged = byte_classes(table)
-    classes = merged[byte_class]
-    if len(reps) < table.shape[1]:  # classes to merge; else the table as it is (no copy)
-        table = table[:, reps]
-    return Dfa(table, accepting, classes.astype(np.uint8))
-
-
-def _trim(trans: np.ndarray, acc: np.ndarray, byte_class: np.ndarray | None = None) -> Dfa:
-    """Drop states that cannot reach acceptance or cannot be reached; renumber from 1.
-
-    With `byte_class` (the column of every byte), `trans` has one column per byte class, and
-    so has the result: products and subset constructions know their classes, and every step
-    here then touches a few columns instead of 256.
-
-    `trans` is the caller's scratch (int32, built for this call): it is edited in place and
-    may become the result's table. A construction's table is its peak memory: copies of it
-    here took a 100k-state product's transient from one table's bytes to several."""
-    from ._pairs import trim_states
-
-    n = trans.shape[0]
-    acc = np.array(acc, dtype=bool)
-    acc[0] = False
-
-    def done(t: np.ndarray, accepting: np.ndarray) -> Dfa:
-        t = np.ascontiguousarray(t, dtype=np.int32)
-        return Dfa(t, accepting) if byte_class is None else with_classes(t, accepting, byte_class)
-
-    if n < 2:
-        return Dfa(np.zeros((2, 256), dtype=np.int32), np.zeros(2, dtype=bool))
-    if trans.dtype != np.int32 or not trans.flags.c_contiguous:
-        trans = np.ascontiguousarray(trans, dtype=np.int32)
-    reach = trim_states(trans, acc)  # moves into dead ends now go to the dead state
-    if not reach[1]:  # empty language
-        return Dfa(np.zeros((2, 256), dtype=np.int32), np.zeros(2, dtype=bool))
-    if reach[1:].all():
-        return done(trans, acc)
-    idx = np.concatenate([[0], np.nonzero(reach)[0]])  # start (1) stays first among kept
-    remap = np.zeros(n, dtype=trans.dtype)
-    remap[idx] = np.arange(len(idx))
-    new_trans = remap[trans[idx]]
-    new_trans[0] = 0
-    return done(new_trans, acc[idx])
-
-
-def minimize(dfa: Dfa, max_rounds: int = 24) -> Dfa:
-    """Moore refinement with exact sorting (no hashing); returns `dfa` unchanged when it does
-    not settle within `max_rounds` (long counting chains), which is still correct."""
-    acc = dfa.accepting
-    n = dfa.n_states
-    if n <= 3:
-        return dfa
-    t, classes = _columns(dfa)
-    cls = acc.astype(np.int64)
-    cls[0] = -1  # keep the dead state alone (it is also the only non-coreachable state)
-    count = len(np.unique(cls))
-    for _ in range(max_rounds):
-        sig = np.concatenate([cls[:, None], cls[t]], axis=1)
-        order = np.lexsort(sig.T[::-1])
-        sorted_sig = sig[order]
-        boundary = np.ones(n, dtype=bool)
-        boundary[1:] = (sorted_sig[1:] != sorted_sig[:-1]).any(axis=1)
-        new = np.empty(n, dtype=np.int64)
-        new[order] = np.cumsum(boundary) - 1
-        new_count = int(boundary.sum())
-        cls = new
-        if new_count == count:
-            break
-        count = new_count
-    else:
-        return dfa
-    if count == n:
-        return dfa
-    # renumber: dead -> 0, start -> 1, then by first appearance
-    first_seen: dict[int, int] = {int(cls[0]): 0, int(cls[1]): 1}
-    for c in cls.tolist():
-        if c not in first_seen:
-            first_seen[c] = len(first_seen)
-    mapping = np.asarray([first_seen[c] for c in cls.tolist()], dtype=np.int64)
-    reps = np.zeros(count, dtype=np.int64)
-    reps[mapping[::-1]] = np.arange(n - 1, -1, -1)
-    new_trans = mapping[t[reps]].astype(np.int32)
-    return with_classes(np.ascontiguousarray(new_trans), acc[reps].copy(), classes)
-
-
-# ---------------------------------------------------------------- products
-
-
-def product(any_a: AnyDfa, any_b: AnyDfa, *, negate_b: bool = False, union: bool = False) -> Dfa:
-    """L(a) ∩ L(b), or L(a) \\ L(b) with `negate_b` (b's dead state then acts as a sink), or
-    L(a) ∪ L(b) with `union` (either dead state does).
-
-    Breadth-first over pairs, one numpy step per BFS level rather than one Python step per
-    state: length-bounded patterns (a pattern × a character counter) reach ~10^5 pairs. Pairs
-    are numbered through a dense table of every pair up to `DENSE_PAIRS`, beyond it by the
-    compiled BFS of `_pairs` (same numbering), whose memory follows the pairs reached.
-    """
-    a, b = table(any_a), table(any_b)
-    na, nb = a.n_states, b.n_states
-    # Only bytes that a or b tell apart matter: run the BFS on one column per class.
-    reps, class_ab = _joint_classes(a, b)
-    a_trans = columns_at(a, reps).astype(np.int64)
-    b_trans = columns_at(b, reps).astype(np.int64)
-    if na * nb > DENSE_PAIRS:
-        from ._pairs import DIFFERENCE, INTERSECTION, UNION, pair_bfs
-
-        mode = UNION if union else DIFFERENCE if negate_b else INTERSECTION
-        compact, xs, ys, n = pair_bfs(a_trans, b_trans, mode, MAX_DFA_STATES)
-        if n < 0:
-            raise TooComplexError(f"automaton exceeds {MAX_DFA_STATES} DFA states")
-        return _product_table(a, b, compact, xs[1:], ys[1:], class_ab, union, negate_b)
-    ids = np.zeros(na * nb, dtype=np.int32)
-    start = 1 * nb + 1
-    ids[start] = 1
-    n = 1
-    frontier = np.asarray([start], dtype=np.int64)
-    pieces: list[tuple[np.ndarray, np.ndarray]] = []  # (state ids, their rows)
-    pair_x: list[np.ndarray] = [np.asarray([1])]
-    pair_y: list[np.ndarray] = [np.asarray([1])]
-    while frontier.size:
-        xs, ys = np.divmod(frontier, nb)
-        tx, ty = a_trans[xs], b_trans[ys]
-        if union:
-            live = (tx != 0) | (ty != 0)
-        elif negate_b:
-            live = tx != 0
-        else:
-            live = (tx != 0) & (ty != 0)
-        codes = tx * nb + ty
-        cand = np.unique(codes[live])
-        new = cand[ids[cand] == 0]
-        if n + len(new) > MAX_DFA_STATES:
-            raise TooComplexError(f"automaton exceeds {MAX_DFA_STATES} DFA states")
-        ids[new] = np.arange(n + 1, n + 1 + len(new), dtype=np.int32)
-        row = np.where(live, ids[np.where(live, codes, 0)], 0)
-        n += len(new)
-        pieces.append((ids[frontier], row.astype(np.int32, copy=False)))
-        nx, ny = np.divmod(new, nb)
-        pair_x.append(nx)
-        pair_y.append(ny)
-        frontier = new
-    del ids  # the pair numbering is done: only the rows are still needed
-    compact = np.zeros((n + 1, len(reps)), dtype=np.int32)
-    while pieces:  # each level's rows go as they are copied: never the table twice over
-        sid, rows = pieces.pop()
-        compact[sid] = rows
-    xs_all = np.concatenate(pair_x)
-    ys_all = np.concatenate(pair_y)
-    return _product_table(a, b, compact, xs_all, ys_all, class_ab, union, negate_b)
-
-
-def _product_table(
-    a: Dfa,
-    b: Dfa,
-    compact: np.ndarray,
-    xs: np.ndarray,
-    ys: np.ndarray,
-    class_ab: np.ndarray,
-    union: bool,
-    negate_b: bool,
-) -> Dfa:
-    """The product's DFA from its pair rows (one column per byte class) and the pair of every
-    state 1..n."""
-    acc = np.zeros(len(xs) + 1, dtype=bool)
-    b_acc = b.accepting[ys]
-    if union:
-        acc[1:] = a.accepting[xs] | b_acc
-    else:
-        acc[1:] = a.accepting[xs] & (~b_acc if negate_b else b_acc)
-    return _trim(compact, acc, class_ab)
-
-
-def prefix_closed(d: Dfa) -> Dfa:
-    """L(d)·Σ*: once an accepting state is reached, every continuation is accepted."""
-    trans = np.concatenate([d.table, np.zeros((1, d.n_classes), dtype=np.int32)])
-    sink = trans.shape[0] - 1
-    trans[sink] = sink
-    acc = np.concatenate([d.accepting, [True]])
-    trans[acc] = sink
-    trans[0] = 0
-    return _trim(trans, acc, d.classes.astype(np.int64))
 
 
 _rest_cache: BoundedCache[rx.Node, Dfa] = BoundedCache("lookahead continuations", 32 << 20)
@@ -783,55 +315,6 @@ def _bounded_length(look: rx.Look, after: Dfa) -> AnyDfa | None:
     return lazy
 
 
-def excluding_prefixes(after: Dfa, words: list[bytes]) -> Dfa:
-    """L(after) minus the strings that start with one of `words` (`(?!w1|w2)rest`, the keys
-    an object's other members may not use), built directly: each state of the product is a
-    node of the words' trie paired with the one state of `after` its prefix leads to, or a
-    state of `after` alone once the text left the trie. The general product spends a numpy
-    round per byte of the longest word on what is a trie."""
-    if b"" in words:
-        return empty_dfa()
-    after = after.compacted()  # the same automaton, one column per byte class
-    child, end = _word_trie(words)
-    n_nodes = len(child)
-    table, classes = after.table.tolist(), after.classes.tolist()  # small: Python reads
-    at = [0] * n_nodes  # the state of `after` each node's prefix reaches
-    at[0] = 1
-    used: set[int] = set()  # the bytes of the words
-    for u in range(n_nodes):  # parents are created before their children
-        row = table[at[u]]
-        for b, c in child[u].items():
-            at[c] = row[classes[b]]
-            used.add(b)
-    # nodes with the same state of `after` and the same (merged) children accept the same
-    # rests: one state for each, as minimisation would (word endings share their tails)
-    same: dict[tuple[object, ...], int] = {}
-    canon = list(range(n_nodes))
-    for u in range(n_nodes - 1, -1, -1):  # children before parents
-        sig = (at[u], end[u], tuple((b, canon[c]) for b, c in sorted(child[u].items())))
-        canon[u] = same.setdefault(sig, u)
-    # states: 0 dead, 1..n_nodes the trie nodes, then after's states 1.. shifted by n_nodes.
-    # Columns: after's byte classes, with each byte of a word in a class of its own (every
-    # column is some byte's: a column no byte takes would keep unreachable states alive).
-    key = after.classes.astype(np.int64) * 257
-    own = np.fromiter(used, dtype=np.int64, count=len(used))
-    key[own] += own + 1
-    uniq, byte_class = np.unique(key, return_inverse=True)
-    byte_class = byte_class.reshape(-1)
-    column = byte_class.tolist()
-    cols = after.table[:, uniq // 257]
-    moved = np.where(cols != 0, cols + n_nodes, 0).astype(np.int32)
-    at_arr = np.asarray(at, dtype=np.int64)
-    rows = moved[at_arr]
-    rows[at_arr == 0] = 0
-    for u in range(n_nodes):
-        for b, c in child[u].items():
-            rows[u, column[b]] = 0 if end[c] or at[c] == 0 else canon[c] + 1
-    trans = np.concatenate([np.zeros((1, len(uniq)), dtype=np.int32), rows, moved[1:]])
-    acc = np.concatenate([[False], after.accepting[at_arr] & (at_arr != 0), after.accepting[1:]])
-    return _trim(trans, acc, byte_class)
-
-
 #: Above this many states in all, unions are built as pairwise products (numpy, level by
 #: level) instead of through the NFA (Python subset construction, cheap for many literals).
 UNION_PRODUCT_MIN_STATES = 512
@@ -901,26 +384,6 @@ def concat(any_a: AnyDfa, any_b: AnyDfa) -> AnyDfa:
     # Both parts are trimmed and non-empty, so every state still reaches acceptance; only
     # B's own start may have become unreachable, which is harmless.
     return Dfa(trans, acc) if joint is None else with_classes(trans, acc, joint)
-
-
-def _concat_sets(a: Dfa, b: Dfa) -> Dfa:
-    """A·B where A may go on after accepting with a byte B starts with (`\\S+\\s+` then
-    `\\S+`: the UTF-8 lead bytes of spaces and non-spaces overlap): states are (A's state, the
-    set of B's states), B small. What subset construction over both NFAs gives, compiled
-    (`_pairs.concat_bfs`): for an 18,700-state A that took 94 MB and seconds in Python."""
-    from ._pairs import concat_bfs
-
-    reps, class_ab = _joint_classes(a, b)
-    compact, acc, n = concat_bfs(
-        columns_at(a, reps).astype(np.int64),
-        a.accepting,
-        columns_at(b, reps).astype(np.int64),
-        b.accepting,
-        MAX_DFA_STATES,
-    )
-    if n < 0:
-        raise TooComplexError(f"automaton exceeds {MAX_DFA_STATES} DFA states")
-    return _trim(compact, acc, class_ab)
 
 
 def alternate(any_dfas: list[AnyDfa]) -> AnyDfa:
@@ -1001,91 +464,6 @@ def compile_node(node: rx.Node) -> AnyDfa:
     s, e = nfa.build(node)
     dfa = determinize(nfa, s, e)
     return minimize(dfa) if dfa.n_states <= 20_000 else dfa
-
-
-def _literal_bytes(node: rx.Node) -> bytes | None:
-    """The one text `node` matches, when it is a plain literal (single code points in a row,
-    no surrogates): object keys, `true`, punctuation. None otherwise."""
-    items = node.items if isinstance(node, rx.Seq) else (node,)
-    cps: list[int] = []
-    for item in items:
-        if not isinstance(item, rx.Chars) or len(item.ranges) != 1:
-            return None
-        lo, hi = item.ranges[0]
-        if lo != hi or 0xD800 <= lo <= 0xDFFF:
-            return None
-        cps.append(lo)
-    return "".join(map(chr, cps)).encode("utf-8")
-
-
-def _chain(text: bytes) -> Dfa:
-    """The minimal DFA of one text, built directly: states in reading order after the dead
-    state, as `minimize` numbers them. Keys and keywords are most of a schema's terminals, and
-    the general construction costs ~20x more for them."""
-    n = len(text)
-    trans = np.zeros((n + 2, 256), dtype=np.int32)
-    trans[np.arange(1, n + 1), np.frombuffer(text, dtype=np.uint8)] = np.arange(2, n + 2)
-    accepting = np.zeros(n + 2, dtype=bool)
-    accepting[n + 1] = True
-    return Dfa(trans, accepting)
-
-
-#: Finite languages up to this many texts (and bytes in all) are built as a trie directly.
-MAX_TRIE_WORDS = 4096
-MAX_TRIE_BYTES = 1 << 16
-
-
-def _finite_words(node: rx.Node) -> list[bytes] | None:
-    """Every text `node` matches, when it is a small finite set of plain literals (an enum,
-    the declared keys an open object's key must not be): None otherwise."""
-    if isinstance(node, rx.Chars | rx.Seq):
-        text = _literal_bytes(node)  # one pass for a whole literal, not one level per byte
-        if text is not None:
-            return [text]
-    if isinstance(node, rx.Seq | rx.Alt):
-        out: list[bytes] = [b""] if isinstance(node, rx.Seq) else []
-        for item in node.items:
-            sub = _finite_words(item)
-            if sub is None:
-                return None
-            out = [w + t for w in out for t in sub] if isinstance(node, rx.Seq) else out + sub
-            if len(out) > MAX_TRIE_WORDS or sum(map(len, out)) > MAX_TRIE_BYTES:
-                return None
-        return out
-    return None
-
-
-def _word_trie(words: list[bytes]) -> tuple[list[dict[int, int]], list[bool]]:
-    """The trie of `words`: per node (0 the root, parents numbered before their children) its
-    children by byte, and whether a word ends there."""
-    children: list[dict[int, int]] = [{}]
-    final = [False]
-    for w in dict.fromkeys(words):
-        node = 0
-        for b in w:
-            nxt = children[node].get(b)
-            if nxt is None:
-                nxt = len(children)
-                children.append({})
-                final.append(False)
-                children[node][b] = nxt
-            node = nxt
-        final[node] = True
-    return children, final
-
-
-def _trie(words: list[bytes]) -> Dfa:
-    """The minimal DFA of a finite set of texts: their trie (one state per distinct prefix),
-    then minimised (shared suffixes). Subset construction over the alternation costs ~10x
-    more for the same automaton."""
-    children, final = _word_trie(words)
-    trans = np.zeros((len(children) + 1, 256), dtype=np.int32)
-    for k, edges in enumerate(children):
-        for b, t in edges.items():
-            trans[k + 1, b] = t + 1
-    accepting = np.zeros(len(children) + 1, dtype=bool)
-    accepting[1:] = final
-    return minimize(Dfa(trans, accepting))
 
 
 def _excluding_run(looks: Sequence[rx.Node], rest: rx.Node) -> AnyDfa:

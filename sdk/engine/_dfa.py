@@ -15,7 +15,7 @@ from functools import cached_property
 
 import numpy as np
 
-from . import _trie
+from . import _dfa_kernels
 from ._cache import BoundedCache
 
 _serial = itertools.count(1)
@@ -86,7 +86,7 @@ class Dfa:
     def live_bits(self, state: int) -> int:
         """The bytes `state` has a move on, as a 256-bit integer (bit b: byte b): one compiled
         pass over the class row (a row expanded to 256 bytes and counted took 3 us)."""
-        w0, w1, w2, w3 = _trie.live_bytes(self.table, self.classes, state).tolist()
+        w0, w1, w2, w3 = _dfa_kernels.live_bytes(self.table, self.classes, state).tolist()
         return w0 | w1 << 64 | w2 << 128 | w3 << 192
 
     def move(self, state: int, byte: int) -> int:
@@ -95,9 +95,9 @@ class Dfa:
     @cached_property
     def chains(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Per state, how many bytes (or characters) of which set surely keep it alive
-        (`_trie.chains`): trie
+        (`_chains.chains`): trie
         walks take a subtree whole where it fits."""
-        from ._trie import chains
+        from ._chains import chains
 
         return chains(self.table, self.classes)
 
@@ -113,7 +113,7 @@ class Dfa:
         # which would make a reference cycle only the collector frees)
         got: Dfa | bool | None = self.__dict__.get("_compacted")
         if got is None:
-            from ._trie import small_table_classes
+            from ._dfa_kernels import small_table_classes
 
             reps, classes = small_table_classes(self.table)
             got = False

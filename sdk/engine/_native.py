@@ -46,7 +46,14 @@ _log = logging.getLogger("sdk.engine")
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: The modules that define kernels: all are imported before the library is built or loaded.
-KERNEL_MODULES = ("sdk.engine._trie", "sdk.engine._pairs", "sdk.engine._length_product")
+KERNEL_MODULES = (
+    "sdk.engine._trie",
+    "sdk.engine._chains",
+    "sdk.engine._row_walks",
+    "sdk.engine._dfa_kernels",
+    "sdk.engine._pairs",
+    "sdk.engine._length_product",
+)
 #: Name of the built extension module (its `PyInit_` symbol): one per process.
 LIBRARY = "_sdk_kernels"
 

@@ -1,6 +1,6 @@
 """The reachable pairs of a product automaton, breadth-first, compiled.
 
-`_automata.product` numbers pairs through a dense table of every (a, b) pair: fine for small
+`_products.product` numbers pairs through a dense table of every (a, b) pair: fine for small
 products, but `maxLength` around a long `pattern` pairs 4,648 x 7,005 states, a 130 MB table
 of which ~100k entries are used. Here pairs are numbered through an open-addressing hash of
 the pairs actually reached (a few MB), in the same order as the dense path (level by level,

@@ -84,12 +84,20 @@ class Runtime:
         #: (an object of more optional members than MAX_STACK_DEPTH was refused), and each
         #: key had a new stack, so new masks, after every member
         self._tail = [p.final and not p.terms and not p.calls for p in grammar.positions]
-        # global lexer states: one block of numbers per terminal, 0 = dead. A table
-        # terminal's state q > 0 is `term_base[t] + q - 1`, and its moves are read from the
-        # terminal's own table (shared by every grammar that has it: no per-grammar copy);
-        # lazy terminals (numbered after the tables) get their rows as the parse reaches them
-        # (`_lazy_row`). A table terminal's numbers are written when the parse first expects
-        # it (`starts`): the first mask does not wait for every terminal.
+        self._number_lexer_states(grammar)
+        self._init_tables(vocab)
+        eos = np.zeros(vocab.packed_len * 8, dtype=bool)
+        eos[list(vocab.eos_ids)] = True
+        self.eos_bits = np.packbits(eos, bitorder="little")
+        self.initial = self._initial()
+
+    def _number_lexer_states(self, grammar: CompiledGrammar) -> None:
+        """Global lexer states: one block of numbers per terminal, 0 = dead. A table
+        terminal's state q > 0 is `term_base[t] + q - 1`, and its moves are read from the
+        terminal's own table (shared by every grammar that has it: no per-grammar copy);
+        lazy terminals (numbered after the tables) get their rows as the parse reaches them
+        (`_lazy_row`). A table terminal's numbers are written when the parse first expects
+        it (`starts`): the first mask does not wait for every terminal."""
         bases: list[int] = []
         total = 1
         for dfa in grammar.terminals:
@@ -122,6 +130,9 @@ class Runtime:
         self.term_shift: list[int] = [b - 1 for b in self.term_base]
         self.n_lex = total  # configurations are stack * n_lex + lex
         self._n_terms = len(grammar.terminals)
+
+    def _init_tables(self, vocab: Vocab) -> None:
+        """The interned stacks and states and every memo, empty: filled as parses go."""
         self.lock = threading.Lock()  # writers of the stack table
         # interned stacks: id -> (stack below, top position, depth); id 0 is the empty stack
         self._below: list[int] = [0]
@@ -152,10 +163,6 @@ class Runtime:
         self._accepting: dict[State, bool] = {}
         self._has_token: dict[State, bool] = {}
         self._first_bytes: dict[int, int] = {}
-        eos = np.zeros(vocab.packed_len * 8, dtype=bool)
-        eos[list(vocab.eos_ids)] = True
-        self.eos_bits = np.packbits(eos, bitorder="little")
-        self.initial = self._initial()
 
     # ------------------------------------------------------------ parser side
 

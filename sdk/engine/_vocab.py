@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from . import _automata as au
-from . import _trie
+from . import _dfa_kernels, _row_walks, _trie
 from ._cache import BoundedCache
+from ._dfa import Dfa
+from ._dfa_ops import AnyDfa
 from ._lazy import LazyDfa
 
 
@@ -126,7 +127,7 @@ def rows_key(rows: np.ndarray) -> bytes:
 WALK_CACHE_BYTES = 160 << 20
 
 
-def classify(vocab: Vocab, dfa: au.AnyDfa, state: int) -> Walk:
+def classify(vocab: Vocab, dfa: AnyDfa, state: int) -> Walk:
     """The stack-independent split of the whole vocabulary at one lexer state (cached)."""
     return cached_walk(vocab, dfa, state, 0, None, 0)
 
@@ -138,7 +139,7 @@ def window_depth(vocab: Vocab) -> int:
 
 def cached_walk(
     vocab: Vocab,
-    dfa: au.AnyDfa,
+    dfa: AnyDfa,
     state: int,
     col: int,
     rows: np.ndarray | None,
@@ -241,16 +242,18 @@ LITERAL = "literal"
 LITERAL_MAX_BYTES = 256
 
 
-def literal_rest(dfa: au.Dfa, state: int) -> bytes | None:
+def literal_rest(dfa: Dfa, state: int) -> bytes | None:
     """The one string `state` still accepts, when its language is a single non-empty string
     (the rest of a key or of an enum value; trimmed DFAs: one move per state up to an
     accepting state with none), else None. Its walks need no chains (`walk_vocabulary`).
     Read along the path from `state` only: a pattern's table can be megabytes."""
-    read = _trie.literal_path(dfa.table, dfa.classes, dfa.accepting, state, LITERAL_MAX_BYTES)
+    read = _dfa_kernels.literal_path(
+        dfa.table, dfa.classes, dfa.accepting, state, LITERAL_MAX_BYTES
+    )
     return read.tobytes() if len(read) else None
 
 
-def state_key(dfa: au.Dfa, state: int) -> Any:
+def state_key(dfa: Dfa, state: int) -> Any:
     """A cache key for the walks from `state`. Equal keys, equal languages: a wide state (a
     string body, the start of a key-exclusion string) shares its walks with every DFA that
     has one like it, which on a 262k vocabulary saves milliseconds per schema, and a state
@@ -266,7 +269,7 @@ def state_key(dfa: au.Dfa, state: int) -> Any:
         if rest is not None:
             got = (LITERAL, rest)
         elif n_live >= WIDE_STATE_BYTES:
-            form = _trie.canonical_form(
+            form = _dfa_kernels.canonical_form(
                 dfa.table, dfa.classes, dfa.accepting, state, SIGNATURE_MAX_STATES
             )
             if len(form):
@@ -308,7 +311,7 @@ def suffix_plan(vocab: Vocab, walk: Walk, max_rows: int = SMALL_EVENT_ROWS) -> S
         ranges = walk.ranges
         got = _NO_PLAN
         if ranges is not None and len(ranges):
-            small, offsets, words = _trie.plan_ranges(
+            small, offsets, words = _row_walks.plan_ranges(
                 ranges, vocab.matrix, vocab.trie.order, max_rows
             )
             if len(small):
@@ -353,7 +356,7 @@ def pack_rows(vocab: Vocab, rows: np.ndarray) -> np.ndarray:
 
 
 def walk_vocabulary(
-    vocab: Vocab, dfa: au.Dfa, state: int
+    vocab: Vocab, dfa: Dfa, state: int
 ) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
     """Every token from `state`: those still inside the lexeme at their last byte (a packed
     bitmask, or None and their matrix rows when they are few: `_trie.walk_trie`), and the
@@ -416,12 +419,12 @@ def range_events(vocab: Vocab, ranges: np.ndarray, min_rows: int = 0) -> Events:
 
 
 def walk(
-    vocab: Vocab, dfa: au.Dfa, state: int, rows: np.ndarray, col: int
+    vocab: Vocab, dfa: Dfa, state: int, rows: np.ndarray, col: int
 ) -> tuple[np.ndarray, Events]:
     """Run the lexer from `state` over tokens `rows` starting at byte `col`: the rows still
     inside the lexeme at their last byte, and the boundary events of the rows that die."""
     rows = np.ascontiguousarray(rows, dtype=np.int64)
-    kept, cols, bounds, ev_rows = _trie.walk_rows(
+    kept, cols, bounds, ev_rows = _row_walks.walk_rows(
         vocab.matrix, vocab.row_lengths, rows, col, dfa.table, dfa.classes, dfa.accepting, state
     )
     if not len(cols):

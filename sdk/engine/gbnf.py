@@ -33,7 +33,7 @@ from sdk.errors import GrammarError, SDKError, TooComplexError
 
 if TYPE_CHECKING:
     from . import _regex as rx
-    from ._automata import Dfa
+    from ._dfa import Dfa
     from .grammar import CompiledGrammar
 
 __all__ = ["MAX_LOOKAHEAD_STATES", "lark_to_gbnf", "regex_to_gbnf", "to_gbnf"]
@@ -365,7 +365,9 @@ class _Writer:
 
     def lookahead(self, look: rx.Look, rest: rx.Node, where: str) -> str:
         """`(?=A)R` / `(?!A)R` exactly, as right-linear rules over the code-point automaton."""
-        from ._automata import Dfa, look_intersection, minimize
+        from ._automata import look_intersection
+        from ._dfa import Dfa
+        from ._dfa_ops import minimize
 
         got = look_intersection(look, rest)
         if isinstance(got, Dfa) and got.n_states <= MAX_LOOKAHEAD_STATES:

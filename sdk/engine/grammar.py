@@ -8,15 +8,15 @@ Lark parses the grammar (its EBNF trees are the input); we then build two layers
   machine whose configurations are tuples of ints.
 Parallel terminal edges into the same target are merged into one union terminal: the parser
 does not care which literal of an enum was written, and the mask then walks one DFA.
+Rule automata are determinised and minimised in `_rule_automata` and linked into the parser's
+positions in `_rule_link`; this module reads the grammar and builds the NFAs.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
-from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
 
@@ -30,22 +30,18 @@ from lark.load_grammar import GrammarBuilder, _parse_grammar
 from sdk._ast_lock import AST_LOCK
 from sdk.engine._lark_literals import literal_pattern
 
-from ..errors import GrammarError, RegexError, SDKError, TooComplexError
+from ..errors import GrammarError, RegexError, SDKError
 from . import _any_order, _rule_shapes
-from . import _automata as au
 from . import _regex as rx
+from ._automata import compile_node
 from ._cache import BoundedCache
+from ._dfa_ops import AnyDfa, cache_size, compacted
 from ._gc_pause import gc_paused
 from ._lark_lines import parse_line
 from ._positions import Position
-
-Symbol = tuple[str, int]  # ("T", terminal id) | ("R", rule id)
-
-#: Caps on one rule's automata: `X ~ n` copies X n times, and the subset construction of a
-#: rule can in principle blow up; past these a grammar is `TooComplexError`, not a hang.
-MAX_RULE_NFA_STATES = 2_000_000
-MAX_RULE_DFA_STATES = 200_000
-MAX_RULE_SUBSET_WORK = 10_000_000
+from ._rule_automata import _rule_dfa, _SymDfa, _SymNfa
+from ._rule_link import link
+from ._subsets import MAX_GRAMMAR_WORK, work_budget
 
 
 class CompiledGrammar:
@@ -54,7 +50,7 @@ class CompiledGrammar:
     def __init__(
         self,
         lark_text: str,
-        terminals: list[au.AnyDfa],
+        terminals: list[AnyDfa],
         terminal_names: list[str],
         positions: list[Position],
         rule_names: list[str],
@@ -91,7 +87,7 @@ class CompiledGrammar:
         `statements`: Lark statement trees of some of the text's definitions by name, exactly
         what Lark reads from their lines (`SchemaGrammar.statements`): taken instead of
         reading those lines."""
-        au.work_budget.left = au.MAX_GRAMMAR_WORK
+        work_budget.left = MAX_GRAMMAR_WORK
         try:
             with gc_paused():
                 return _Builder(text, start, statements or {}).build()
@@ -102,7 +98,7 @@ class CompiledGrammar:
         except RecursionError as e:
             raise GrammarError("grammar nests too deeply") from e
         finally:
-            au.work_budget.left = None
+            work_budget.left = None
 
     @classmethod
     def from_schema(
@@ -139,32 +135,13 @@ class CompiledGrammar:
 # ------------------------------------------------------------------ building
 
 
-class _SymNfa:
-    """Edges by source state; most of a rule's NFA states have no edge of one kind or the
-    other, so the lists are only made for those that do."""
-
-    __slots__ = ("eps", "edges", "n")
-
-    def __init__(self) -> None:
-        self.eps: defaultdict[int, list[int]] = defaultdict(list)
-        self.edges: defaultdict[int, list[tuple[Symbol, int]]] = defaultdict(list)
-        self.n = 0
-
-    def state(self) -> int:
-        n = self.n
-        if n >= MAX_RULE_NFA_STATES:
-            raise TooComplexError(f"a rule's automaton exceeds {MAX_RULE_NFA_STATES} states")
-        self.n = n + 1
-        return n
-
-
 class _Builder:
     def __init__(self, text: str, start: str, statements: Mapping[str, Any]) -> None:
         self.text = text
         self.start = start
         self.statements = statements
         self.term_ids: dict[Any, int] = {}  # AST or name -> id
-        self.terminals: list[au.AnyDfa] = []
+        self.terminals: list[AnyDfa] = []
         self.term_names: list[str] = []
         self.term_live: dict[int, bool] = {}  # terminal id -> it matches a non-empty string
         self.term_defs: dict[str, Tree] = {}
@@ -263,7 +240,7 @@ class _Builder:
                     dfa = _literal_dfas.get(text)
                     if dfa is None:
                         dfa = _compile_ast(self.literal_ast(literal))
-                        _literal_dfas.put(text, dfa, au.cache_size(dfa))
+                        _literal_dfas.put(text, dfa, cache_size(dfa))
                 else:
                     assert ast is not None
                     dfa = _compile_ast(ast())
@@ -303,7 +280,13 @@ class _Builder:
             trans, final = _rule_shapes.rule_dfa(nfa, s, e, partial(_rule_dfa, nfa, s, e))
             rule_dfas.append(_SymDfa(trans, final))
         names = list(self.rule_ids)
-        return _link(self, rule_dfas, names)
+        start = self.rule_ids[self.start]
+        positions, offsets, dynamic = link(
+            rule_dfas, names, start, self.any_order, self.terminals, self.term_names
+        )
+        return CompiledGrammar(
+            self.text, self.terminals, self.term_names, positions, names, offsets, start, dynamic
+        )
 
     def rule_nfa(self, nfa: _SymNfa, tree: Any, rule: str, s: int, depth: int = 0) -> int:
         """The automaton of `tree` entered at state `s`; returns its exit state.
@@ -436,27 +419,10 @@ class _Builder:
 #: Terminal DFAs by AST. Few recur across grammars (16% of lookups hit on the dev MaskBench
 #: run): a 128 MiB cap filled it with 103 MB of them and raised the peak RSS by 60 MB, with the
 #: same compile times as 32 MiB (those that recur are mostly the recent ones).
-_ast_cache: BoundedCache[rx.Node, au.AnyDfa] = BoundedCache("terminal DFAs", 32 << 20)
+_ast_cache: BoundedCache[rx.Node, AnyDfa] = BoundedCache("terminal DFAs", 32 << 20)
 #: Literal terminals by their Lark text (`"..."`, `/.../i`): the same DFA objects as in
 #: `_ast_cache`, reached without building and hashing the AST.
-_literal_dfas: BoundedCache[str, au.AnyDfa] = BoundedCache("literal terminal DFAs", 32 << 20)
-
-
-#: Union terminals by their members' serials: the same union (an enum, the scalars of a JSON
-#: value) in another grammar is the same DFA object, so it shares its vocabulary walks too.
-_union_dfas: BoundedCache[tuple[int, ...], au.AnyDfa] = BoundedCache(
-    "union terminal DFAs", 32 << 20
-)
-
-
-def _union_dfa(members: list[au.AnyDfa]) -> au.AnyDfa:
-    members = sorted(members, key=lambda d: d.serial)
-    key = tuple(d.serial for d in members)
-    dfa = _union_dfas.get(key)
-    if dfa is None:
-        dfa = au.compacted(au.alternate(members))
-        _union_dfas.put(key, dfa, au.cache_size(dfa))
-    return dfa
+_literal_dfas: BoundedCache[str, AnyDfa] = BoundedCache("literal terminal DFAs", 32 << 20)
 
 
 def _single_literal(tree: Any) -> Token | None:
@@ -538,321 +504,9 @@ def _load_definitions(
         gb._define(*d)
 
 
-def _compile_ast(ast: rx.Node) -> au.AnyDfa:
+def _compile_ast(ast: rx.Node) -> AnyDfa:
     dfa = _ast_cache.get(ast)
     if dfa is None:
-        dfa = au.compacted(au.compile_node(ast))
-        _ast_cache.put(ast, dfa, au.cache_size(dfa))
+        dfa = compacted(compile_node(ast))
+        _ast_cache.put(ast, dfa, cache_size(dfa))
     return dfa
-
-
-@dataclass
-class _SymDfa:
-    trans: list[dict[Symbol, int]]
-    final: list[bool]
-
-
-def _determinize_symbols(nfa: _SymNfa, start: int, end: int) -> _SymDfa:
-    cache: dict[int, frozenset[int]] = {}
-    eps, edges = nfa.eps, nfa.edges  # read with .get: a read must not add an empty list
-
-    def closure(states: set[int]) -> frozenset[int]:
-        out: set[int] = set()
-        for q in states:
-            c = cache.get(q)
-            if c is None:
-                seen = {q}
-                todo = [q]
-                while todo:
-                    x = todo.pop()
-                    for y in eps.get(x, ()):
-                        if y not in seen:
-                            seen.add(y)
-                            todo.append(y)
-                c = frozenset(seen)
-                cache[q] = c
-            out |= c
-        return frozenset(out)
-
-    first = closure({start})
-    ids = {first: 0}
-    order = [first]
-    trans: list[dict[Symbol, int]] = []
-    final: list[bool] = []
-    k = 0
-    work = 0
-    while k < len(order):
-        cur = order[k]
-        k += 1
-        work += len(cur)
-        if work > MAX_RULE_SUBSET_WORK:
-            raise TooComplexError(f"a rule's automaton is too complex ({len(order)} states)")
-        moves: dict[Symbol, set[int]] = {}
-        for q in cur:
-            for sym, tgt in edges.get(q, ()):
-                moves.setdefault(sym, set()).add(tgt)
-        row: dict[Symbol, int] = {}
-        for sym, tgts in moves.items():
-            key = closure(tgts)
-            work += len(tgts)
-            d = ids.get(key)
-            if d is None:
-                d = len(order)
-                if d >= MAX_RULE_DFA_STATES:
-                    raise TooComplexError(
-                        f"a rule's automaton exceeds {MAX_RULE_DFA_STATES} states"
-                    )
-                ids[key] = d
-                order.append(key)
-            row[sym] = d
-        trans.append(row)
-        final.append(end in cur)
-    return _SymDfa(trans, final)
-
-
-def _rule_dfa(nfa: _SymNfa, start: int, end: int) -> tuple[list[dict[Symbol, int]], list[bool]]:
-    d = _minimize_symbols(_determinize_symbols(nfa, start, end))
-    return d.trans, d.final
-
-
-def _minimize_symbols(d: _SymDfa) -> _SymDfa:
-    """Hopcroft refinement: equal futures share a state, so parallel edges can merge later.
-
-    O(m log n), where Moore's round-by-round refinement is quadratic on the long chains that
-    counted repetitions (`minItems: 1000`) produce. The DFA is partial, so every initial block
-    starts on the worklist (Valmari & Lehtinen); afterwards the smaller half suffices.
-    """
-    n = len(d.trans)
-    inv: list[list[tuple[Symbol, int]]] = [[] for _ in range(n)]  # target -> (symbol, source)
-    for src, row in enumerate(d.trans):
-        for sym, tgt in row.items():
-            inv[tgt].append((sym, src))
-    finals = [q for q in range(n) if d.final[q]]
-    others = [q for q in range(n) if not d.final[q]]
-    blocks: list[set[int]] = [set(b) for b in (finals, others) if b]
-    block_of = [0] * n
-    for bid, members in enumerate(blocks):
-        for q in members:
-            block_of[q] = bid
-    pending = list(range(len(blocks)))
-    while pending:
-        splitter = pending.pop()
-        by_symbol: dict[Symbol, list[int]] = {}
-        for t in blocks[splitter]:
-            for sym, q in inv[t]:
-                by_symbol.setdefault(sym, []).append(q)
-        for sources in by_symbol.values():
-            hit: dict[int, set[int]] = {}
-            for q in sources:
-                hit.setdefault(block_of[q], set()).add(q)
-            for bid, part in hit.items():
-                block = blocks[bid]
-                if len(part) == len(block):
-                    continue
-                rest = block - part
-                small, big = (part, rest) if len(part) <= len(rest) else (rest, part)
-                blocks[bid] = big
-                new = len(blocks)
-                blocks.append(small)
-                for q in small:
-                    block_of[q] = new
-                # `bid` (now the bigger half) stays queued if it was; either way the smaller
-                # half is a new splitter.
-                pending.append(new)
-    cls = block_of
-    count = len(blocks)
-    if count == n:
-        return d
-    # renumber so the start state stays 0
-    order: dict[int, int] = {cls[0]: 0}
-    for c in cls:
-        order.setdefault(c, len(order))
-    trans: list[dict[Symbol, int]] = [{} for _ in range(count)]
-    final = [False] * count
-    for s in range(n):
-        c = order[cls[s]]
-        final[c] = d.final[s]
-        trans[c] = {sym: order[cls[t]] for sym, t in d.trans[s].items()}
-    return _SymDfa(trans, final)
-
-
-def _link(b: _Builder, rules: list[_SymDfa], names: list[str]) -> CompiledGrammar:
-    """Trim unproductive parts, reject left recursion, merge parallel terminals, number positions."""
-    n = len(rules)
-    # an any-order member list's own rule only stands in for its dynamic positions
-    dynamic = {spec.rule: spec for spec in b.any_order}
-    # productive rules: fixpoint over "a final state is reachable using productive symbols"
-    productive = [False] * n
-    changed = True
-    while changed:
-        changed = False
-        # the compiler defines a rule before the rules it calls: settle those first, so most
-        # grammars need one pass (the fixpoint does not depend on the order)
-        for r in reversed(range(n)):
-            if productive[r]:
-                continue
-            spec = dynamic.get(r)
-            if (
-                _any_order.productive(spec, productive)
-                if spec is not None
-                else _reaches_final(rules[r], productive)
-            ):
-                productive[r] = True
-                changed = True
-    start = b.rule_ids[b.start]
-    if not productive[start]:
-        raise GrammarError("the grammar's language is empty")
-    # drop edges into unproductive rules, then states that cannot reach a final state
-    for r in range(n):
-        for row in rules[r].trans:
-            for sym in [s for s in row if s[0] == "R" and not productive[s[1]]]:
-                del row[sym]
-        _trim_symbols(rules[r])
-    nullable = _nullable_rules(rules)
-    _check_left_recursion(rules, names, nullable)
-    # merge parallel terminal edges (same source, same target) into one union terminal
-    union_ids: dict[frozenset[int], int] = {}
-    for rule in rules:
-        for row in rule.trans:
-            by_target: dict[int, list[int]] = {}
-            for sym, tgt in row.items():
-                if sym[0] == "T":
-                    by_target.setdefault(tgt, []).append(sym[1])
-            for tgt, tids in by_target.items():
-                if len(tids) < 2:
-                    continue
-                key = frozenset(tids)
-                uid = union_ids.get(key)
-                if uid is None:
-                    uid = len(b.terminals)
-                    b.terminals.append(_union_dfa([b.terminals[t] for t in tids]))
-                    b.term_names.append("|".join(b.term_names[t] for t in sorted(tids)))
-                    union_ids[key] = uid
-                for t in tids:
-                    del row[("T", t)]
-                row[("T", uid)] = tgt
-    # global numbering
-    offsets = []
-    total = 0
-    for rule in rules:
-        offsets.append(total)
-        total += len(rule.trans)
-    positions: list[Position] = []
-    for r, rule in enumerate(rules):
-        for st, row in enumerate(rule.trans):
-            terms = {sym[1]: offsets[r] + tgt for sym, tgt in row.items() if sym[0] == "T"}
-            calls = tuple((sym[1], offsets[r] + tgt) for sym, tgt in row.items() if sym[0] == "R")
-            positions.append(Position(r, terms, calls, rule.final[st]))
-    extra = None
-    if b.any_order:
-        extra = _any_order.DynamicPositions(len(positions), b.any_order, productive)
-        for k, spec in enumerate(b.any_order):
-            offsets[spec.rule] = extra.start(k)
-    return CompiledGrammar(
-        b.text,
-        b.terminals,
-        b.term_names,
-        positions,
-        names,
-        offsets,
-        start,
-        extra,
-    )
-
-
-def _reaches_final(rule: _SymDfa, productive: list[bool]) -> bool:
-    seen = {0}
-    todo = [0]
-    while todo:
-        s = todo.pop()
-        if rule.final[s]:
-            return True
-        for sym, t in rule.trans[s].items():
-            if (sym[0] == "T" or productive[sym[1]]) and t not in seen:
-                seen.add(t)
-                todo.append(t)
-    return False
-
-
-def _trim_symbols(rule: _SymDfa) -> None:
-    n = len(rule.trans)
-    preds: list[list[int]] = [[] for _ in range(n)]
-    for s, row in enumerate(rule.trans):
-        for t in row.values():
-            preds[t].append(s)
-    live = [rule.final[s] for s in range(n)]
-    todo = [s for s in range(n) if live[s]]
-    while todo:
-        for p in preds[todo.pop()]:
-            if not live[p]:
-                live[p] = True
-                todo.append(p)
-    for row in rule.trans:
-        for sym in [s for s, t in row.items() if not live[t]]:
-            del row[sym]
-
-
-def _nullable_rules(rules: list[_SymDfa]) -> list[bool]:
-    n = len(rules)
-    nullable = [False] * n
-    changed = True
-    while changed:
-        changed = False
-        for r in reversed(range(n)):  # callees first, as in `_link`
-            if nullable[r]:
-                continue
-            seen = {0}
-            todo = [0]
-            while todo:
-                s = todo.pop()
-                if rules[r].final[s]:
-                    nullable[r] = True
-                    changed = True
-                    break
-                for sym, t in rules[r].trans[s].items():
-                    if sym[0] == "R" and nullable[sym[1]] and t not in seen:
-                        seen.add(t)
-                        todo.append(t)
-    return nullable
-
-
-def _check_left_recursion(rules: list[_SymDfa], names: list[str], nullable: list[bool]) -> None:
-    # left-calls[r] = rules callable from r's start through nullable rule edges only
-    left: list[set[int]] = []
-    for rule in rules:
-        calls: set[int] = set()
-        seen = {0}
-        todo = [0]
-        while todo:
-            s = todo.pop()
-            for sym, t in rule.trans[s].items():
-                if sym[0] == "R":
-                    calls.add(sym[1])
-                    if nullable[sym[1]] and t not in seen:
-                        seen.add(t)
-                        todo.append(t)
-        left.append(calls)
-    color = [0] * len(rules)
-    for root in range(len(rules)):
-        if color[root]:
-            continue
-        stack: list[tuple[int, list[int]]] = [(root, sorted(left[root]))]
-        color[root] = 1
-        path = [root]
-        while stack:
-            node, pending = stack[-1]
-            if not pending:
-                color[node] = 2
-                stack.pop()
-                path.pop()
-                continue
-            nxt = pending.pop()
-            if color[nxt] == 1:
-                cycle = path[path.index(nxt) :] + [nxt]
-                raise GrammarError(
-                    "left recursion is not supported: " + " -> ".join(names[c] for c in cycle)
-                )
-            if color[nxt] == 0:
-                color[nxt] = 1
-                path.append(nxt)
-                stack.append((nxt, sorted(left[nxt])))
