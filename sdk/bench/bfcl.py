@@ -532,31 +532,31 @@ def _code(o: Outcome) -> str:
     return "V" if o.valid else "P" if o.parsed else "-"
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    data = data_dir(args.data)  # before the model loads: a missing folder fails at once
-    modes: list[str] = args.modes
-    xgr = "xgrammar" in modes
+def _load_backend(model: str, xgrammar: bool) -> Any:
+    """The model's backend, timed on stderr: a transformers model for XGrammar's logits
+    processor, else the backend an agent gets for this name (`SDK_LOCAL_BACKEND` picks
+    another)."""
     t0 = time.perf_counter()
-    if xgr:  # XGrammar's logits processor runs on a transformers model
+    if xgrammar:
         from sdk.backends.transformers import TransformersModel
 
-        backend: Any = TransformersModel.from_pretrained(args.model)
-    else:  # the backend an agent gets for this name (`SDK_LOCAL_BACKEND` picks another)
+        backend: Any = TransformersModel.from_pretrained(model)
+    else:
         from sdk.backends.local import coerce_model
 
-        backend = coerce_model(args.model)
+        backend = coerce_model(model)
     print(
-        f"model {args.model} loaded on {type(backend).__name__} in {time.perf_counter() - t0:.1f}s",
+        f"model {model} loaded on {type(backend).__name__} in {time.perf_counter() - t0:.1f}s",
         file=sys.stderr,
     )
-    options = Options(args.max_tokens, args.auto_call_bias, args.reasoning_tokens)
-    try:
-        runner = Runner(backend, options, xgrammar=xgr)
-    except ImportError as exc:  # peers are optional
-        print(f"bfcl: xgrammar unavailable, mode skipped: {exc}", file=sys.stderr)
-        modes = [m for m in modes if m != "xgrammar"]
-        runner = Runner(backend, options)
+    return backend
+
+
+def _run_all(
+    args: argparse.Namespace, runner: Runner, modes: list[str], data: Path
+) -> tuple[list[Outcome], Item | None]:
+    """Every item of every category in every mode and style (progress on stderr, each outcome
+    to `--jsonl` as it comes), and the first item (to resolve the styles on)."""
     outcomes: list[Outcome] = []
     first: Item | None = None
     log = open(args.jsonl, "w", encoding="utf-8") if args.jsonl else None  # noqa: SIM115
@@ -579,19 +579,27 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if log is not None:
             log.close()
+    return outcomes, first
+
+
+def _resolved_styles(runner: Runner, styles: list[str], first: Item | None) -> dict[str, Any]:
+    """The tool-call style each requested style resolved to, with its separators."""
     resolved: dict[str, Any] = {}
     if first is not None:
-        for style in args.styles:
+        for style in styles:
             st = runner.format_for(style, first).style
             resolved[style] = {
                 "name": st.name,
                 "separators": _separators(runner.format_for(style, first)),
             }
-    report = summarize(outcomes)
+    return resolved
+
+
+def _header(args: argparse.Namespace, backend: Any, resolved: dict[str, Any]) -> str:
     styles_text = ", ".join(
         f"{k}→{v['name']} {v['separators']!r}" if k != v["name"] else k for k, v in resolved.items()
     )
-    header = (
+    return (
         f"BFCL {','.join(args.categories)}: n={args.n} per category from #{args.offset}, model "
         f"{args.model} on {type(backend).__name__}, greedy, max_tokens={args.max_tokens}, "
         f"styles: {styles_text}"
@@ -602,7 +610,25 @@ def main(argv: list[str] | None = None) -> int:
             else ""
         )
     )
-    print(format_tables(report, header), flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    data = data_dir(args.data)  # before the model loads: a missing folder fails at once
+    modes: list[str] = args.modes
+    xgr = "xgrammar" in modes
+    backend = _load_backend(args.model, xgr)
+    options = Options(args.max_tokens, args.auto_call_bias, args.reasoning_tokens)
+    try:
+        runner = Runner(backend, options, xgrammar=xgr)
+    except ImportError as exc:  # peers are optional
+        print(f"bfcl: xgrammar unavailable, mode skipped: {exc}", file=sys.stderr)
+        modes = [m for m in modes if m != "xgrammar"]
+        runner = Runner(backend, options)
+    outcomes, first = _run_all(args, runner, modes, data)
+    resolved = _resolved_styles(runner, args.styles, first)
+    report = summarize(outcomes)
+    print(format_tables(report, _header(args, backend, resolved)), flush=True)
     if args.plot and plot(
         args.plot, report, f"BFCL, {args.model}, greedy (python -m sdk.bench bfcl)"
     ):

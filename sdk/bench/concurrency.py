@@ -115,7 +115,7 @@ def plot(path: str, rows: list[dict[str, Any]]) -> None:
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m sdk.bench concurrency", description=__doc__)
     ap.add_argument("--runs", default="1,2,4,8", help="wave sizes (concurrent runs)")
     ap.add_argument("--model", default="smollm2", help="a model spec (default: embedded)")
@@ -129,9 +129,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=("transformers", "llama.cpp"),
         help="the local backend (llama.cpp: two contexts over one mmapped GGUF)",
     )
-    args = ap.parse_args(argv)
-    sizes = [int(x) for x in args.runs.split(",") if x.strip()]
+    return ap.parse_args(argv)
 
+
+def _models(args: argparse.Namespace, sizes: list[int]) -> tuple[Any, Any] | None:
+    """The one-at-a-time model and the batching one over the same weights (None, said on
+    stdout, when this model's cache cannot be batched)."""
     if args.backend == "llama.cpp":
         from sdk.backends.llamacpp import LlamaCppModel
 
@@ -146,14 +149,13 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 "this model's cache cannot be batched (sliding-window layers): nothing to compare"
             )
-            return 1
-    modes = {
-        "one-at-a-time": _agent(base, args.max_tokens),
-        "batched": _agent(batched, args.max_tokens),
-    }
-    for agent in modes.values():  # load, compile the grammars, fill the prefix caches
-        asyncio.run(_wave(agent, 1))
+            return None
+    return base, batched
 
+
+def _compare(modes: dict[str, Agent[str]], sizes: list[int]) -> list[dict[str, Any]]:
+    """One wave of each size in each mode, a row printed per mode and wave, then the speed-up
+    and how many outputs the two modes share."""
     rows: list[dict[str, Any]] = []
     single = 0.0
     print(f"{'mode':<14} {'runs':>4} {'wall s':>7} {'calls/s':>8} {'p50 s':>6} {'p95 s':>6}")
@@ -185,7 +187,42 @@ def main(argv: list[str] | None = None) -> int:
         bat["identical"] = f"{same}/{n}"
         lat_ratio = f", p50 {bat['p50_s'] / single:.2f}x a lone run" if single else ""
         print(f"  -> throughput {bat['speedup']:.2f}x{lat_ratio}; identical outputs {same}/{n}")
+    return rows
 
+
+def _soak(args: argparse.Namespace, agent: Agent[str], sched: Any, wave: int) -> None:
+    """`--soak N`: N more batched runs in waves, memory printed as they go (it must not grow)."""
+    before = _current_rss_mb()
+    done = 0
+    t0 = time.perf_counter()
+    while done < args.soak:
+        n = min(wave, args.soak - done)
+        asyncio.run(_wave(agent, n, offset=done))
+        done += n
+        if done % (wave * 10) == 0 or done == args.soak:
+            sched.idle()  # closed rows are dropped by the scheduler's thread
+            print(f"  soak {done:>5} runs: RSS {_current_rss_mb():.0f} MiB, {sched.stats()}")
+    print(
+        f"soak: {args.soak} runs in {time.perf_counter() - t0:.0f}s; RSS {before:.0f} -> "
+        f"{_current_rss_mb():.0f} MiB (peak {_rss_mb():.0f} MiB)"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    sizes = [int(x) for x in args.runs.split(",") if x.strip()]
+    models = _models(args, sizes)
+    if models is None:
+        return 1
+    base, batched = models
+    modes = {
+        "one-at-a-time": _agent(base, args.max_tokens),
+        "batched": _agent(batched, args.max_tokens),
+    }
+    for agent in modes.values():  # load, compile the grammars, fill the prefix caches
+        asyncio.run(_wave(agent, 1))
+
+    rows = _compare(modes, sizes)
     sched = getattr(batched, "scheduler", None)
     if sched is None:  # llama.cpp: its KV cache is allocated once (n_ctx cells)
         _finish(args, rows)
@@ -198,21 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{sched.rows_stepped / max(1, sched.steps):.2f} rows a pass"
     )
     if args.soak:
-        wave = max(sizes)
-        before = _current_rss_mb()
-        done = 0
-        t0 = time.perf_counter()
-        while done < args.soak:
-            n = min(wave, args.soak - done)
-            asyncio.run(_wave(modes["batched"], n, offset=done))
-            done += n
-            if done % (wave * 10) == 0 or done == args.soak:
-                sched.idle()  # closed rows are dropped by the scheduler's thread
-                print(f"  soak {done:>5} runs: RSS {_current_rss_mb():.0f} MiB, {sched.stats()}")
-        print(
-            f"soak: {args.soak} runs in {time.perf_counter() - t0:.0f}s; RSS {before:.0f} -> "
-            f"{_current_rss_mb():.0f} MiB (peak {_rss_mb():.0f} MiB)"
-        )
+        _soak(args, modes["batched"], sched, max(sizes))
     _finish(args, rows)
     return 0
 

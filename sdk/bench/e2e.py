@@ -119,7 +119,8 @@ def _run_xgrammar(
     return backend.tokenizer.decode(out), len(out), passes, mask_s
 
 
-def run(argv: list[str] | None = None) -> dict[str, Any]:
+def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    """The arguments, and the modes asked for (unknown ones are a usage error)."""
     parser = argparse.ArgumentParser(
         prog="python -m sdk.bench e2e",
         description=__doc__,
@@ -138,71 +139,108 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     bad = [m for m in modes if m not in MODES]
     if bad:
         parser.error(f"unknown modes {bad}; choose from {list(MODES)}")
+    return args, modes
 
-    from sdk.backends.transformers import TransformersModel
-    from sdk.decoding import HERMES, TurnRequest, generate_turn
-    from sdk.decoding.turn_grammar import build_turn_grammar, call_body_schema
-    from sdk.engine.matcher import Matcher
+
+def _xgrammar_mask(backend: Any, modes: list[str]) -> _XgrammarMask | None:
+    """XGrammar's masks for the "xgrammar" mode; when it is unavailable the mode is dropped
+    from `modes` (peers are optional)."""
+    if "xgrammar" not in modes:
+        return None
+    try:
+        vocab = int(backend.model.get_output_embeddings().weight.shape[0])
+        return _XgrammarMask(backend.tokenizer, vocab)
+    except Exception as e:  # peers are optional
+        print(f"e2e: xgrammar unavailable, skipped: {e}", file=sys.stderr)
+        modes.remove("xgrammar")
+        return None
+
+
+def _question(q: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """A BFCL question's tools by name and its turn request (a tool call required)."""
+    from sdk.decoding import TurnRequest
     from sdk.messages import Message
 
-    from .bfcl import RawTool, _load, data_dir
+    from .bfcl import RawTool
+
+    tools = {t.name: t for t in (RawTool.from_bfcl(f) for f in q["function"])}
+    prompt = q["question"][0][-1]["content"]
+    request = TurnRequest(
+        messages=[Message.user(prompt)], tools=list(tools.values()), tool_choice="required"
+    )
+    return tools, request
+
+
+def _run_mode(
+    mode: str,
+    qid: str,
+    tools: dict[str, Any],
+    request: Any,
+    backend: Any,
+    xmask: _XgrammarMask | None,
+    max_tokens: int,
+) -> Row:
+    """One question in one mode, timed and scored (an error is reported in the row)."""
+    from sdk.decoding import HERMES, generate_turn
+    from sdk.decoding.turn_grammar import build_turn_grammar, call_body_schema
+    from sdk.engine.matcher import Matcher
+
+    row = Row(mode, qid)
+    start = time.perf_counter()
+    try:
+        if mode == "xgrammar":
+            assert xmask is not None
+            body = call_body_schema(list(tools.values()))
+            row.text, row.tokens, row.forward_passes, row.mask_s = _run_xgrammar(
+                backend, request, xmask, body, max_tokens
+            )
+        else:
+            matcher = None
+            if mode != "unconstrained":
+                grammar = build_turn_grammar(
+                    list(tools.values()), "required", fmt=HERMES, parallel_tool_calls=False
+                )
+                assert grammar.compiled is not None
+                matcher = Matcher(grammar.compiled, backend.index)
+            turn = generate_turn(
+                backend.begin_turn(request),
+                matcher,
+                backend.index,
+                backend.tokenizer,
+                max_tokens=max_tokens,
+                fast_forward=mode == "ours",
+            )
+            row.text, row.tokens = turn.text, turn.usage.completion_tokens
+            row.forward_passes = turn.usage.forward_passes
+            row.forced_tokens = turn.usage.forced_tokens
+            row.mask_s = turn.usage.mask_time_s
+    except Exception as e:  # a refused schema etc.: reported, never fatal
+        row.error = f"{type(e).__name__}: {e}"[:300]
+    row.seconds = time.perf_counter() - start
+    row.parsed, row.valid = _score(row.text, tools)
+    return row
+
+
+def run(argv: list[str] | None = None) -> dict[str, Any]:
+    args, modes = _parse_args(argv)
+
+    from sdk.backends.transformers import TransformersModel
+
+    from .bfcl import _load, data_dir
 
     t0 = time.perf_counter()
     backend = TransformersModel.from_pretrained(args.model)
     print(f"model {args.model} loaded in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
-    xmask = None
-    if "xgrammar" in modes:
-        try:
-            vocab = int(backend.model.get_output_embeddings().weight.shape[0])
-            xmask = _XgrammarMask(backend.tokenizer, vocab)
-        except Exception as e:  # peers are optional
-            print(f"e2e: xgrammar unavailable, skipped: {e}", file=sys.stderr)
-            modes.remove("xgrammar")
+    xmask = _xgrammar_mask(backend, modes)
 
     rows: list[Row] = []
     log = open(args.jsonl, "w") if args.jsonl else None  # noqa: SIM115 - closed below
     data = _load(args.n, args.offset, data_dir(args.data))
     # One warm-up question per mode so model and library warm-up is not billed to the first.
     for k, (q, _a) in enumerate([data[0], *data]):
-        tools = {t.name: t for t in (RawTool.from_bfcl(f) for f in q["function"])}
-        prompt = q["question"][0][-1]["content"]
-        request = TurnRequest(
-            messages=[Message.user(prompt)], tools=list(tools.values()), tool_choice="required"
-        )
+        tools, request = _question(q)
         for mode in modes:
-            row = Row(mode, q["id"])
-            start = time.perf_counter()
-            try:
-                if mode == "xgrammar":
-                    assert xmask is not None
-                    body = call_body_schema(list(tools.values()))
-                    row.text, row.tokens, row.forward_passes, row.mask_s = _run_xgrammar(
-                        backend, request, xmask, body, args.max_tokens
-                    )
-                else:
-                    matcher = None
-                    if mode != "unconstrained":
-                        grammar = build_turn_grammar(
-                            list(tools.values()), "required", fmt=HERMES, parallel_tool_calls=False
-                        )
-                        assert grammar.compiled is not None
-                        matcher = Matcher(grammar.compiled, backend.index)
-                    turn = generate_turn(
-                        backend.begin_turn(request),
-                        matcher,
-                        backend.index,
-                        backend.tokenizer,
-                        max_tokens=args.max_tokens,
-                        fast_forward=mode == "ours",
-                    )
-                    row.text, row.tokens = turn.text, turn.usage.completion_tokens
-                    row.forward_passes = turn.usage.forward_passes
-                    row.forced_tokens = turn.usage.forced_tokens
-                    row.mask_s = turn.usage.mask_time_s
-            except Exception as e:  # a refused schema etc.: reported, never fatal
-                row.error = f"{type(e).__name__}: {e}"[:300]
-            row.seconds = time.perf_counter() - start
-            row.parsed, row.valid = _score(row.text, tools)
+            row = _run_mode(mode, q["id"], tools, request, backend, xmask, args.max_tokens)
             if k == 0:
                 continue  # warm-up
             rows.append(row)

@@ -20,6 +20,7 @@ import multiprocessing as mp
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -30,6 +31,8 @@ import numpy as np
 
 from . import _stats
 from ._peers import ENGINES, CompileFailed, EngineUnavailable, make_adapter
+
+_Log = Callable[[str], None]  # progress lines (stderr, or nowhere with --quiet)
 
 DEFAULT_PEERS = "llguidance,xgrammar"
 #: Extra seconds the parent waits beyond --timeout-s before it kills a silent worker.
@@ -422,25 +425,26 @@ def build_parser(prog: str = "python -m sdk.bench maskbench") -> argparse.Argume
     return p
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Run the benchmark; prints the table and one `BENCH_JSON ` line, returns that object."""
-    args = build_parser().parse_args(argv)
-    engines = _engine_list(args)
-    files = select_files(args.dir, args.filter, args.limit)
-    if not files:
-        raise SystemExit(f"maskbench: no *.json files in {args.dir!r} match")
-    log = (lambda _m: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
-
-    t_start = time.perf_counter()
-    # Workers inherit the environment; HF's tokenizer threads would only add noise here.
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    tokenizer = load_tokenizer(args.tokenizer)
+def _start_workers(args: argparse.Namespace, engines: list[str], log: _Log) -> dict[str, _Worker]:
+    """One worker process per engine; those that cannot start are marked dead and skipped."""
     workers = {e: _Worker(e, args.tokenizer, args.whitespace, args.member_order) for e in engines}
     for w in workers.values():
         if not w.start():
             w.dead = True
             log(f"maskbench: engine {w.engine!r} unavailable, skipped: {w.unavailable}")
+    return workers
 
+
+def _run_files(
+    args: argparse.Namespace,
+    files: list[Path],
+    tokenizer: Any,
+    workers: dict[str, _Worker],
+    log: _Log,
+    t_start: float,
+) -> None:
+    """Every schema file on every live worker (each result to `--json-out` as it comes); the
+    workers are stopped at the end."""
     details = open(args.json_out, "w", encoding="utf-8") if args.json_out else None  # noqa: SIM115
     try:
         for n, path in enumerate(files, 1):
@@ -469,6 +473,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for w in workers.values():
             w.stop()
 
+
+def _summarize(workers: dict[str, _Worker]) -> dict[str, dict[str, Any]]:
+    """Each engine's statistics, or why it has none."""
     summary: dict[str, dict[str, Any]] = {}
     for name, w in workers.items():
         if not w.results:
@@ -477,6 +484,46 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         s = _stats.summarize_engine(w.results, w.tbm, w.peak_rss_mb or None, w.setup_rss_mb)
         s["worker_restarts"] = w.restarts
         summary[name] = s
+    return summary
+
+
+def _plot(path: str, workers: dict[str, _Worker], log: _Log) -> None:
+    try:
+        _stats.plot(
+            path,
+            {n: np.concatenate(w.tbm) if w.tbm else np.empty(0) for n, w in workers.items()},
+            {
+                n: [r["ttfm_ms"] for r in w.results if r["ttfm_ms"] is not None]
+                for n, w in workers.items()
+            },
+        )
+        log(f"maskbench: plot written to {path}")
+    except ImportError:
+        print(
+            f"maskbench: matplotlib is not installed (the `bench` extra); no plot written "
+            f"to {path}",
+            file=sys.stderr,
+        )
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark; prints the table and one `BENCH_JSON ` line, returns that object."""
+    args = build_parser().parse_args(argv)
+    engines = _engine_list(args)
+    files = select_files(args.dir, args.filter, args.limit)
+    if not files:
+        raise SystemExit(f"maskbench: no *.json files in {args.dir!r} match")
+    log: _Log = (
+        (lambda _m: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
+    )
+
+    t_start = time.perf_counter()
+    # Workers inherit the environment; HF's tokenizer threads would only add noise here.
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    tokenizer = load_tokenizer(args.tokenizer)
+    workers = _start_workers(args, engines, log)
+    _run_files(args, files, tokenizer, workers, log, t_start)
+    summary = _summarize(workers)
     ratio = _stats.ratios(summary)
     report = {
         "bench": "maskbench",
@@ -496,22 +543,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     # The numbers first: a plot that fails (no matplotlib) must not lose a long run's results.
     print("BENCH_JSON " + json.dumps(report, separators=(",", ":")), flush=True)
     if args.plot:
-        try:
-            _stats.plot(
-                args.plot,
-                {n: np.concatenate(w.tbm) if w.tbm else np.empty(0) for n, w in workers.items()},
-                {
-                    n: [r["ttfm_ms"] for r in w.results if r["ttfm_ms"] is not None]
-                    for n, w in workers.items()
-                },
-            )
-            log(f"maskbench: plot written to {args.plot}")
-        except ImportError:
-            print(
-                f"maskbench: matplotlib is not installed (the `bench` extra); no plot written "
-                f"to {args.plot}",
-                file=sys.stderr,
-            )
+        _plot(args.plot, workers, log)
     return report
 
 

@@ -8,7 +8,6 @@ exactly (`first`/`rest` decomposition of a sequence of optional members).
 from __future__ import annotations
 
 import json
-import keyword
 import re
 from collections.abc import Sequence
 from typing import Any, cast
@@ -23,97 +22,37 @@ from sdk.schema import (
     Normalized,
     Obj,
     Ref,
-    Str,
     Typed,
     Union,
     is_any,
 )
 
 from . import _trees
+from ._any_order import members_any_order, members_seen_set
+from ._arrays import MAX_REPEAT, arr_body
+from ._arrays import TUPLE_CHUNK as TUPLE_CHUNK
+from ._depends import dependencies, members_tracked
+from ._exprs import DEAD, PENDING, alt, extras_only, lark_regex, opt, rep, seq, sym
 from ._leaves import INTEGER, NUMBER, STRING, Leaves, is_plain_key, literal_number, literal_string
 from ._names import Names
-from ._trees import ALT, ATOM, SEQ, E
+from ._surfaces import (
+    call_arguments,
+    check_keyword_argument,
+    gemma_key,
+    gemma_string,
+    gemma_text,
+    xml_params,
+)
+from ._trees import ATOM, E
 
-MAX_REPEAT = 1000  # larger item-count bounds are validated instead of counted
 INLINE_LIMIT = 48  # object layouts bigger than this use one rule per suffix
 MAX_INLINE_OPTIONAL = 3
-#: Optional tuple items (`prefixItems` past `minItems`) per rule; the rest is a rule of its own
-TUPLE_CHUNK = 64
 # `member_order="any"`: one rule per set of members already written (2^n, each with up to n
 # alternatives) up to this many declared members; bigger objects get one rule for the member
 # list and a `//@any_order` line, and the matcher tracks the set (`sdk.engine._any_order`).
 MAX_ANY_ORDER = 3
-#: The line that tells the engine which rules an any-order member list is made of.
-ANY_ORDER_NOTE = "//@any_order "
-# Dependencies (`a` present ⇒ `b` present) are tracked over at most this many members: the
-# rules of an object multiply by 2 per tracked member.
-MAX_TRACKED = 6
 _WS = r"[ \t]{0,16}(?:\r?\n[ \t]{0,64})?"
-GEMMA_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
-XML_END = "\n</parameter>"
-GEMMA_ESC = "<escape>"
 PUNCT = {"LBRACE": "{", "RBRACE": "}", "LSQB": "[", "RSQB": "]", "COMMA": ",", "COLON": ":"}
-
-
-def sym(text: str) -> E:
-    """An atom: a rule or terminal name, or a string literal's Lark text."""
-    return (text, ATOM, "sym")
-
-
-def seq(parts: list[E | None]) -> E:
-    items: list[E] = []
-    for p in parts:
-        if p is None or not p[0]:
-            continue
-        if p[1] == SEQ and isinstance(p[2], tuple) and p[2][0] == "seq":
-            # a sequence inside a sequence is its items (as Lark reads the text): a tuple's
-            # items nested one in the next overflowed the compilers' recursion at ~500
-            items.extend(p[2][1])
-        else:
-            items.append(p)
-    if len(items) == 1:
-        return items[0]
-    text = " ".join(t if p >= SEQ else f"({t})" for t, p, _ in items)
-    return (text, SEQ, ("seq", items))
-
-
-def alt(parts: list[E]) -> E | None:
-    seen: dict[str, E] = {}
-    for e in parts:
-        seen.setdefault(e[0], e)
-    if not seen:
-        return None
-    if len(seen) == 1:
-        return next(iter(seen.values()))
-    return (" | ".join(seen), ALT, ("alt", list(seen.values())))
-
-
-def atom(e: E) -> str:
-    return e[0] if e[1] == ATOM else f"({e[0]})"
-
-
-def opt(e: E) -> E:
-    return (atom(e) + "?", ATOM, ("op", e, "?"))
-
-
-def rep(e: E, lo: int, hi: int | None) -> E | None:
-    """`e` repeated lo..hi times (hi None: unbounded); None for zero repetitions."""
-    a = atom(e)
-    if hi == 0:
-        return None
-    if hi is None:
-        if lo == 0:
-            return (a + "*", ATOM, ("op", e, "*"))
-        if lo == 1:
-            return (a + "+", ATOM, ("op", e, "+"))
-        return (f"{a} ~ {lo} {a}*", SEQ, ("more", e, lo))
-    if (lo, hi) == (0, 1):
-        return (a + "?", ATOM, ("op", e, "?"))
-    if lo == hi:
-        if lo == 1:
-            return (a, ATOM, ("same", e))
-        return (f"{a} ~ {lo}", SEQ, ("count", e, lo, None))
-    return (f"{a} ~ {lo}..{hi}", SEQ, ("count", e, lo, hi))
 
 
 def subtracted(
@@ -150,22 +89,6 @@ def punct_literal(ch: str, flexible: bool, fixed: dict[str, str]) -> str:
     if ch in "}]":
         return lark_regex(_WS + esc)
     return lark_regex(_WS + esc + _WS)
-
-
-def lark_regex(regex: str) -> str:
-    """A Lark regex literal: `/` escaped, raw line breaks written as escapes (escapes kept)."""
-    if "/" in regex or "\n" in regex or "\r" in regex:
-        regex = _LARK_REGEX_CHARS.sub(_lark_regex_char, regex)
-    return "/" + regex + "/"
-
-
-_LARK_REGEX_CHARS = re.compile(r"\\.|[/\n\r]", re.DOTALL)
-_LARK_REGEX_ESCAPES = {"/": "\\/", "\n": "\\n", "\r": "\\r"}
-
-
-def _lark_regex_char(m: re.Match[str]) -> str:
-    c = m.group()
-    return _LARK_REGEX_ESCAPES.get(c, c)
 
 
 class Emitter:
@@ -233,21 +156,9 @@ class Emitter:
 
     # -- driver ---------------------------------------------------------------------------
     def run(self, root: Node) -> str:
-        self.rules["start"] = _PENDING
+        self.rules["start"] = PENDING
         if self.python or self.xml:
-            if not (
-                isinstance(root, Typed)
-                and root.obj is not None
-                and root.arr is None
-                and root.string is None
-                and root.number is None
-                and not root.null
-                and not root.boolean
-            ):
-                raise SchemaError(
-                    f"{'pythonic' if self.python else 'XML'} calls need object arguments", ""
-                )
-            self.kwargs = root.obj
+            self.kwargs = call_arguments(self, root)
         e = self.expr(root, "root")
         if e is None:
             raise SchemaError("the schema admits no value", "")
@@ -312,14 +223,14 @@ class Emitter:
 
     def define(self, name: str, node: Node) -> None:
         """Emit `name: ...` for a node; objects and arrays get their layout directly."""
-        self.rules[name] = _PENDING
+        self.rules[name] = PENDING
         body: E | None
         if isinstance(node, Typed) and _single(node) == "obj" and node.obj is not None:
             self.rule_by_node[node.obj] = name
             body = self.obj_body(node.obj, name)
         elif isinstance(node, Typed) and _single(node) == "arr" and node.arr is not None:
             self.rule_by_node[node.arr] = name
-            body = self.arr_body(node.arr, name)
+            body = arr_body(self, node.arr, name)
         else:
             body = self.expr(node, name)
         if body is None:
@@ -368,7 +279,7 @@ class Emitter:
                 base = "INTEGER" if r == INTEGER else "NUMBER" if r == NUMBER else hint
                 parts.append(self.term(r, base))
         if node.string is not None and self.gemma:
-            parts.append(self.gemma_string(node.string, hint))
+            parts.append(gemma_string(self, node.string, hint))
         elif node.string is not None:
             r = self.leaves.string(node.string)
             if r is not None:
@@ -385,8 +296,8 @@ class Emitter:
             return sym(name) if name in self.rules else None
         name = self.names.rule(hint)
         self.rule_by_node[node] = name
-        self.rules[name] = _PENDING
-        body = self.obj_body(node, name) if isinstance(node, Obj) else self.arr_body(node, name)
+        self.rules[name] = PENDING
+        body = self.obj_body(node, name) if isinstance(node, Obj) else arr_body(self, node, name)
         if body is None:
             del self.rules[name]
             return None
@@ -399,7 +310,7 @@ class Emitter:
         strings = [v for v in values if isinstance(v, str)]
         parts: list[E] = []
         if strings and self.gemma:
-            parts += [self.gemma_text(v) for v in strings]
+            parts += [gemma_text(v) for v in strings]
         elif strings:
             rx = "|".join(literal_string(s) for s in strings)
             parts.append(self.term(rx if len(strings) == 1 else f"(?:{rx})", hint, strings))
@@ -416,7 +327,7 @@ class Emitter:
             return self.term(literal_number(v), hint)
         if isinstance(v, str):
             if self.gemma:
-                return self.gemma_text(v)
+                return gemma_text(v)
             return self.term(literal_string(v), hint, [v])
         if isinstance(v, list):
             items: list[E | None] = []
@@ -434,9 +345,7 @@ class Emitter:
 
     def key(self, name: str, hint: str) -> E:
         if self.gemma:  # bare keys: they end at the `:` that follows
-            if not name or not GEMMA_KEY.fullmatch(name):
-                raise SchemaError(f"property {name!r} cannot be a bare FunctionGemma key", "")
-            return sym(json.dumps(name))
+            return gemma_key(name)
         if is_plain_key(name) and not any(t in name for t in self.reserved):
             self.plain_keys.add(name)
             return sym(json.dumps(json.dumps(name)))
@@ -446,7 +355,7 @@ class Emitter:
     def obj_body(self, o: Obj, name: str) -> E | None:
         kwargs = o is self.kwargs
         if kwargs and self.xml:
-            return self.xml_params(o, name)
+            return xml_params(self, o, name)
         lb, rb, colon = (
             (sym('"("'), sym('")"'), sym('"="'))
             if kwargs
@@ -460,12 +369,8 @@ class Emitter:
                 if pname in o.required:
                     return None
                 continue
-            if kwargs and not (pname.isidentifier() and not keyword.iskeyword(pname)):
-                raise SchemaError(
-                    f"property {pname!r} is not a Python identifier: it cannot be a keyword "
-                    "argument of a pythonic call",
-                    o.pointer,
-                )
+            if kwargs:
+                check_keyword_argument(pname, o.pointer)
             key = sym(json.dumps(pname)) if kwargs else self.key(pname, f"{name}_{pname}")
             pair = seq([key, colon, ve])
             members.append((pair, pname in o.required))
@@ -501,12 +406,12 @@ class Emitter:
                 for k, needed in (("minProperties", need_lo), ("maxProperties", need_hi)):
                     if needed:
                         self.usage.validate(k, o.pointer, "member counting with optional members")
-        deps = self._dependencies(o, kept)
+        deps = dependencies(self, o, kept)
         if deps and not (self.any_order and len(members) > 1):
-            got = self._members_tracked(members, extra, ex_lo, ex_hi, name, deps)
+            got = members_tracked(self, members, extra, ex_lo, ex_hi, name, deps)
         else:
             got = self._members(members, extra, ex_lo, ex_hi, name, deps)
-        if got is _DEAD:
+        if got is DEAD:
             return None
         inner = cast("tuple[E, bool] | None", got)
         if inner is None:
@@ -515,115 +420,6 @@ class Emitter:
         if may_be_empty and not nonempty:
             body = opt(body)
         return seq([lb, body, rb])
-
-    # -- XML parameters ---------------------------------------------------------------------
-    def xml_params(self, o: Obj, name: str) -> E | None:
-        """The root object as `<parameter=NAME>` blocks in declaration order. Each block is
-        self-delimiting, so optional ones need no separators; one rule per optional block
-        keeps Lark from expanding 2^k alternatives."""
-        if self.extras(o, name) is not None:
-            raise SchemaError(
-                "arguments beyond the declared properties (additionalProperties, "
-                "patternProperties) cannot be XML parameters",
-                o.pointer,
-            )
-        if o.min_props > len([p for p, _ in o.props if p in o.required]) or (
-            o.max_props is not None and o.max_props < len(o.props)
-        ):
-            for k in ("minProperties", "maxProperties"):
-                self.usage.validate(k, o.pointer, "counted by validation for XML parameters")
-        for kw in dict.fromkeys(kw for kw, _, _ in o.depends):
-            self.usage.validate(kw, o.pointer, "checked by validation for XML parameters")
-        blocks: list[tuple[E, bool]] = []
-        for pname, v in o.props:
-            if "<" in pname or ">" in pname or "\n" in pname or not pname:
-                raise SchemaError(f"property {pname!r} cannot be an XML parameter name", o.pointer)
-            ve = self.xml_value(v, f"{name}_{pname}")
-            if ve is None:
-                if pname in o.required:
-                    return None
-                continue
-            head = json.dumps(f"<parameter={pname}>\n")
-            block = seq([sym(head), ve, sym(json.dumps(XML_END + "\n"))])
-            blocks.append((block, pname in o.required))
-        out: E | None = None
-        for i in range(len(blocks) - 1, -1, -1):
-            block, required = blocks[i]
-            piece = seq([block if required else opt(block), out])
-            if i:  # one rule per suffix
-                rule = self.names.rule(f"{name}_params{i}")
-                self.rules[rule] = piece
-                piece = sym(rule)
-            out = piece
-        return out if out is not None else ("", SEQ, _trees.EMPTY)
-
-    def xml_value(self, node: Node, hint: str) -> E | None:
-        """Raw text for string parameters (their `null` is the text `null`), JSON otherwise."""
-        target = node
-        if isinstance(target, Ref):
-            target = self.defs.nodes.get(target.key, target)
-        raw = self.raw_text(target)
-        if raw is None:
-            return self.expr(node, hint)
-        return self.term(raw, hint)
-
-    def raw_text(self, node: Node) -> str | None:
-        """The raw-text regex of a string-only parameter (None: not string-only)."""
-        ban = "|".join(re.escape(t) for t in (XML_END, *self.reserved))
-        if isinstance(node, Union):  # Optional[str] and the like: raw text, or `null`
-            alts: list[str] = []
-            for a in node.alts:
-                if isinstance(a, Typed) and a == Typed(null=True):
-                    alts.append("null")
-                    continue
-                r = self.raw_text(a)
-                if r is None:
-                    return None
-                alts.append(r)
-            return "(?:" + "|".join(alts) + ")"
-        if isinstance(node, Consts):
-            values = [json.loads(t) for t in node.texts]
-            if not values or not all(isinstance(v, str) or v is None for v in values):
-                return None
-            texts = sorted({"null" if v is None else v for v in values})
-            if any(re.search(ban, t) for t in texts):
-                raise SchemaError("an enum value holds the XML parameter end", "")
-            return "(?:" + "|".join(re.escape(t) for t in texts) + ")"
-        if not isinstance(node, Typed) or node.string is None:
-            return None
-        if node.number is not None or node.boolean or node.obj is not None or node.arr is not None:
-            return None
-        text = self.raw_string(node.string, (XML_END, *self.reserved))
-        return f"(?:{text}|null)" if node.null else text
-
-    def raw_string(self, st: Str, ban: tuple[str, ...]) -> str:
-        """Regex of the raw (unescaped) texts of strings `st` allows, none holding a `ban`
-        text. Length is counted in the grammar; `pattern`, `format` and `not` are left to
-        validation (their machinery works over JSON-escaped text)."""
-        for kw, items in (("pattern", st.patterns), ("format", st.formats)):
-            for _, ptr in items:
-                self.usage.validate(kw, ptr, "raw string values are checked by validation")
-        if st.excluded:
-            self.usage.validate("not", st.pointer, "raw string values")
-        alts = "|".join(re.escape(t).replace("\\\n", "\\n") for t in ban)
-        avoid = rf"(?![\s\S]*(?:{alts}))" if alts else ""
-        lo, hi = st.min_length, st.max_length
-        if (lo, hi) == (0, None):
-            return avoid + r"[\s\S]*"
-        q = f"{{{lo},}}" if hi is None else f"{{{lo},{hi}}}"
-        return avoid + r"[\s\S]" + q
-
-    # -- the FunctionGemma surface ----------------------------------------------------------
-    def gemma_text(self, text: str) -> E:
-        """One constant string, between `<escape>` markers."""
-        if GEMMA_ESC in text:
-            raise SchemaError(f"a constant string holds {GEMMA_ESC!r}", "")
-        return sym(json.dumps(GEMMA_ESC + text + GEMMA_ESC))
-
-    def gemma_string(self, st: Str, hint: str) -> E:
-        body = self.term(self.raw_string(st, (GEMMA_ESC, *self.reserved)), hint)
-        esc = sym(json.dumps(GEMMA_ESC))
-        return seq([esc, body, esc])
 
     def _members(
         self,
@@ -634,7 +430,7 @@ class Emitter:
         name: str,
         deps: list[tuple[int, tuple[int | None, ...]]] | None = None,
     ) -> tuple[E, bool] | None | object:
-        """The member list between braces, and whether it may be empty (`_DEAD`: none).
+        """The member list between braces, and whether it may be empty (`DEAD`: none).
 
         Declared members come in declaration order. Extra members (undeclared names, so the
         layout stays unambiguous) may follow any member, or come first, unless their number is
@@ -642,11 +438,11 @@ class Emitter:
         """
         n = len(members)
         if self.any_order and 1 < n <= MAX_ANY_ORDER:
-            return self._members_any_order(members, extra, ex_lo, ex_hi, name, deps or [])
+            return members_any_order(self, members, extra, ex_lo, ex_hi, name, deps or [])
         if self.any_order and n > MAX_ANY_ORDER:
-            return self._members_seen_set(members, extra, ex_lo, ex_hi, name, deps or [])
+            return members_seen_set(self, members, extra, ex_lo, ex_hi, name, deps or [])
         comma = sym("COMMA")
-        extra, star, tail, interleave = self._extras_layout(extra, ex_lo, ex_hi, name, n)
+        extra, star, tail, interleave = self.extras_layout(extra, ex_lo, ex_hi, name, n)
         first_req = next((i for i, (_, r) in enumerate(members) if r), n)
         # Lark expands every optional group of a rule into alternatives (2^k), so layouts with
         # more than a few optional members get one rule per suffix instead of inline groups.
@@ -656,7 +452,7 @@ class Emitter:
         if chained:  # reserve the suffix rules in reading order
             for i in range(0 if interleave else 1, n - 1):
                 rest_names[i] = self.names.rule(f"{name}_rest{i}")
-                self.rules[rest_names[i]] = _PENDING
+                self.rules[rest_names[i]] = PENDING
 
         # rest[i]: members i.. (each with its leading comma) and the extra members. Built from
         # the end (a recursive closure would be a reference cycle holding the emitter).
@@ -679,14 +475,14 @@ class Emitter:
             alts.append(seq([extra, star, rest[0]]))
         elif first_req == n and extra is not None:
             if ex_hi != 0:
-                alts.append(_extras_only(extra, ex_lo, ex_hi))
+                alts.append(extras_only(extra, ex_lo, ex_hi))
             may_be_empty = may_be_empty and ex_lo == 0
         body = alt(alts)
         if body is None:
             return None
         return body, may_be_empty
 
-    def _extras_layout(
+    def extras_layout(
         self, extra: E | None, ex_lo: int, ex_hi: int | None, name: str, n: int
     ) -> tuple[E | None, E | None, E | None, bool]:
         """Where extra members go: `star`, any number of them after every member (and first),
@@ -705,7 +501,7 @@ class Emitter:
         )
         return extra, star, tail, interleave
 
-    def _shared_pairs(self, members: list[tuple[E, bool]], name: str, shared: set[int]) -> list[E]:
+    def shared_pairs(self, members: list[tuple[E, bool]], name: str, shared: set[int]) -> list[E]:
         """The members' `key: value` pairs, those in `shared` (written in several rules)
         named once as rules of their own."""
         pairs: list[E] = []
@@ -716,231 +512,6 @@ class Emitter:
                 m = sym(rule)
             pairs.append(m)
         return pairs
-
-    def _members_any_order(
-        self,
-        members: list[tuple[E, bool]],
-        extra: E | None,
-        ex_lo: int,
-        ex_hi: int | None,
-        name: str,
-        deps: list[tuple[int, tuple[int | None, ...]]],
-    ) -> tuple[E, bool] | None | object:
-        """`_members` with the declared members in any order, each at most once: one rule
-        per set of members written so far, which ends only once every required member is in
-        it and every dependency of those in it is met. Extra members go where `_members` puts
-        them (anywhere when their number is unbounded, else after all the declared ones)."""
-        n = len(members)
-        comma = sym("COMMA")
-        extra, star, tail, interleave = self._extras_layout(extra, ex_lo, ex_hi, name, n)
-        pairs = self._shared_pairs(members, name, set(range(n)))  # each in 2^(n-1) rules
-        required = sum(1 << i for i, (_, r) in enumerate(members) if r)
-        after: dict[int, E | None | object] = {}
-
-        def following(seen: int) -> E | None | object:
-            """What may follow once the members in `seen` (a bit set) are written: None for
-            nothing, `_DEAD` when no continuation makes a valid object."""
-            if seen in after:
-                return after[seen]
-            alts: list[E] = []
-            for i in range(n):
-                if not seen >> i & 1:
-                    nxt = following(seen | 1 << i)
-                    if nxt is not _DEAD:
-                        alts.append(seq([comma, pairs[i], cast(E | None, nxt)]))
-            done = seen & required == required and _deps_met(deps, seen)
-            if done and tail is not None:
-                alts.append(tail)
-            body = alt(alts)
-            if body is None and not done:
-                after[seen] = _DEAD
-                return _DEAD
-            if body is not None and done and tail is None:
-                body = opt(body)
-            if star is not None:  # extra members first, wherever the object may go on
-                body = seq([star, body])
-            if body is not None and not re.fullmatch(r"\w+", body[0]):  # shared: a rule
-                rule = self.names.rule(f"{name}_seen{seen}")
-                self.rules[rule] = body
-                body = sym(rule)
-            after[seen] = body
-            return body
-
-        alts: list[E] = []
-        for i in range(n):
-            nxt = following(1 << i)
-            if nxt is not _DEAD:
-                alts.append(seq([pairs[i], cast(E | None, nxt)]))
-        if interleave and extra is not None:
-            nxt = following(0)
-            if nxt is not _DEAD:
-                alts.append(seq([extra, cast(E | None, nxt)]))
-        elif not required and extra is not None and ex_hi != 0:
-            alts.append(_extras_only(extra, ex_lo, ex_hi))
-        may_be_empty = not required and (extra is None or interleave or ex_lo == 0)
-        body = alt(alts)
-        if body is None:
-            return None if may_be_empty else _DEAD
-        return body, may_be_empty
-
-    def _members_seen_set(
-        self,
-        members: list[tuple[E, bool]],
-        extra: E | None,
-        ex_lo: int,
-        ex_hi: int | None,
-        name: str,
-        deps: list[tuple[int, tuple[int | None, ...]]],
-    ) -> tuple[E, bool] | object:
-        """`_members_any_order` for objects too big for a rule per subset: one rule,
-        `NAME_any`, stands for the non-empty member list, and an `//@any_order` line names its
-        parts (member rules, comma, extra members, bounded tail) and constraints (required,
-        dependencies), from which the engine builds the positions "members S written" as the
-        parse reaches them. Lark, which ignores the line, reads the rule as a superset (members
-        repeated); `gbnf` refuses it."""
-        n = len(members)
-        if _needs_the_impossible(deps, {i for i, (_, r) in enumerate(members) if r}):
-            return _DEAD
-        extra, _star, tail, interleave = self._extras_layout(extra, ex_lo, ex_hi, name, n)
-        pairs = [self._rule_for(m, f"{name}_member{i}") for i, (m, _) in enumerate(members)]
-        comma = self._rule_for(sym("COMMA"), f"{name}_comma")
-        extra_rule = self._rule_for(extra, f"{name}_extra") if interleave and extra else None
-        tail_rule = self._rule_for(tail, f"{name}_tail") if tail is not None else None
-        required = [i for i, (_, r) in enumerate(members) if r]
-        items = " | ".join(pairs + ([extra_rule] if extra_rule else []))
-        rule = self.names.rule(f"{name}_any")
-        text = f"({items}) ({comma} ({items}))*" + (f" {tail_rule}?" if tail_rule else "")
-        self.rules[rule] = (text, SEQ, None)
-        spec = {
-            "rule": rule,
-            "members": pairs,
-            "comma": comma,
-            "required": required,
-            "extra": extra_rule,
-            "tail": tail_rule,
-            "deps": [[t, list(need)] for t, need in deps],
-        }
-        self.notes.append(ANY_ORDER_NOTE + json.dumps(spec, separators=(",", ":")))
-        alts: list[E] = [sym(rule)]
-        if not interleave and not required and extra is not None and ex_hi != 0:
-            alts.append(_extras_only(extra, ex_lo, ex_hi))
-        body = alt(alts)
-        assert body is not None
-        return body, not required and (extra is None or interleave or ex_lo == 0)
-
-    def _rule_for(self, e: E, base: str) -> str:
-        """`e` as a rule name: itself when it is one, else a new rule `base`."""
-        if re.fullmatch(r"[a-z_][a-z0-9_]*", e[0]):
-            return e[0]
-        rule = self.names.rule(base)
-        self.rules[rule] = e
-        return rule
-
-    def _dependencies(
-        self, o: Obj, kept: list[str]
-    ) -> list[tuple[int, tuple[int | None, ...]]] | None:
-        """`o.depends` over member indices (None: a needed member that can never be
-        written); None when there is nothing to track or too much (then validated)."""
-        if not o.depends:
-            return None
-        index = {n: i for i, n in enumerate(kept)}
-        deps = [
-            (index[t], tuple(index.get(x) for x in need)) for _, t, need in o.depends if t in index
-        ]
-        tracked = {t for t, _ in deps} | {x for _, need in deps for x in need if x is not None}
-        if len(tracked) > MAX_TRACKED:
-            for kw in dict.fromkeys(kw for kw, _, _ in o.depends):
-                self.usage.validate(kw, o.pointer, "conditional requirements")
-            return None
-        return deps or None
-
-    def _members_tracked(
-        self,
-        members: list[tuple[E, bool]],
-        extra: E | None,
-        ex_lo: int,
-        ex_hi: int | None,
-        name: str,
-        deps: list[tuple[int, tuple[int | None, ...]]],
-    ) -> tuple[E, bool] | None | object:
-        """`_members` in declaration order for objects with dependencies (`a` present ⇒ `b`
-        present): one rule per (next member, set of tracked members written so far), so the
-        object can only end once every dependency of what it holds is met. `_DEAD` when no
-        member list satisfies them (a required trigger whose needed member cannot exist)."""
-        n = len(members)
-        comma = sym("COMMA")
-        extra, star, tail, interleave = self._extras_layout(extra, ex_lo, ex_hi, name, n)
-        tracked = {t for t, _ in deps} | {x for _, need in deps for x in need if x is not None}
-        pairs = self._shared_pairs(members, name, tracked)
-        memo: dict[tuple[int, int], E | None | object] = {}
-        # From member i on, a dependency whose members all lie before i is decided: met (it no
-        # longer matters) or broken (nothing can follow). Only the undecided ones tell states
-        # apart, so equal futures share one rule.
-        last = [max(t, *(n if x is None else x for x in need)) for t, need in deps]
-        relevant = [
-            _mask(
-                {
-                    b
-                    for k, (t, need) in enumerate(deps)
-                    if last[k] >= i
-                    for b in (t, *need)
-                    if b is not None
-                }
-            )
-            for i in range(n + 1)
-        ]
-
-        def rest(i: int, seen: int) -> E | None | object:
-            """Members i.. (each with its leading comma) and the end, after `seen`."""
-            decided = [dep for k, dep in enumerate(deps) if last[k] < i]
-            if not _deps_met(decided, seen):
-                return _DEAD
-            key = (i, seen & relevant[i])
-            if key in memo:
-                return memo[key]
-            if i == n:
-                out: E | None | object = tail if _deps_met(deps, seen) else _DEAD
-            else:
-                m, req = members[i]
-                take = rest(i + 1, seen | 1 << i)
-                skip = _DEAD if req else rest(i + 1, seen)
-                alts: list[E] = []
-                if take is not _DEAD:
-                    alts.append(seq([comma, pairs[i], star, cast(E | None, take)]))
-                empty = skip is None
-                if skip is not _DEAD and skip is not None:
-                    alts.append(cast(E, skip))
-                body = alt(alts)
-                if body is None:
-                    out = None if empty else _DEAD
-                else:
-                    out = opt(body) if empty else body
-                    if not re.fullmatch(r"\w+", out[0]):
-                        rule = self.names.rule(f"{name}_rest{i}")
-                        self.rules[rule] = out
-                        out = sym(rule)
-            memo[key] = out
-            return out
-
-        first_req = next((i for i, (_, r) in enumerate(members) if r), n)
-        alts: list[E] = []
-        for j in range(min(first_req + 1, n)):
-            after = rest(j + 1, 1 << j)
-            if after is not _DEAD:
-                alts.append(seq([pairs[j], star, cast(E | None, after)]))
-        may_be_empty = first_req == n
-        if interleave and extra is not None:
-            after = rest(0, 0)
-            if after is not _DEAD:
-                alts.append(seq([extra, star, cast(E | None, after)]))
-        elif first_req == n and extra is not None:
-            if ex_hi != 0:
-                alts.append(_extras_only(extra, ex_lo, ex_hi))
-            may_be_empty = may_be_empty and ex_lo == 0
-        body = alt(alts)
-        if body is None:
-            return None if may_be_empty else _DEAD
-        return body, may_be_empty
 
     def extras(self, o: Obj, name: str) -> E | None:
         """Members beyond the declared ones: patternProperties, then additionalProperties."""
@@ -970,70 +541,6 @@ class Emitter:
                     self.term(STRING, "STRING")
                 parts.append(seq([key, sym("COLON"), ve]))
         return alt(parts)
-
-    # -- arrays ---------------------------------------------------------------------------
-    def arr_body(self, a: Arr, name: str) -> E | None:
-        lo, hi = a.min_items, a.max_items
-        if lo > MAX_REPEAT:
-            self.usage.validate("minItems", a.pointer, "bound too large to count")
-            lo = 0
-        if hi is not None and hi > MAX_REPEAT:
-            self.usage.validate("maxItems", a.pointer, "bound too large to count")
-            hi = None
-        comma = sym("COMMA")
-        if a.contains is not None:
-            item = self.expr(a.items, f"{name}_item")
-            c = self.expr(a.contains, f"{name}_contains")
-            if c is None:
-                return None
-            before = rep(seq([item, comma]), 0, None) if item else None
-            after = rep(seq([comma, item]), 0, None) if item else None
-            return seq([sym("LSQB"), before, c, after, sym("RSQB")])
-        k = len(a.prefix) if hi is None else min(len(a.prefix), hi)
-        pe: list[E] = []
-        rest_ok = True
-        for i in range(k):
-            e = self.expr(a.prefix[i], f"{name}_{i}")
-            if e is None:
-                if i < lo:
-                    return None
-                rest_ok = False
-                break
-            pe.append(e)
-        k = len(pe)
-        r = self.expr(a.items, f"{name}_item") if rest_ok and (hi is None or hi > k) else None
-        ex_lo = max(lo - k, 0)
-        ex_hi = None if hi is None else max(hi - k, 0)
-        if r is None:
-            if ex_lo > 0:
-                return None
-            ex_hi = 0
-        cur: E | None
-        if k == 0:
-            cur = None
-            if ex_hi != 0 and r is not None:
-                more = rep(seq([comma, r]), max(ex_lo - 1, 0), None if ex_hi is None else ex_hi - 1)
-                cur = seq([r, more])
-                if ex_lo == 0:
-                    cur = opt(cur)
-        else:
-            # Optional items nest, each in the one before (`(, a (, b ...)?)?`): past
-            # TUPLE_CHUNK of them the rest of the tail is a rule of its own, called last (a
-            # tail call, no deeper parser stack), so no expression nests deeper than that
-            tails: dict[int, str] = {}
-            for i in range(max(lo, 1), k):  # reserved in reading order
-                if (k - i) % TUPLE_CHUNK == 0:
-                    tails[i] = self.names.rule(f"{name}_tail{i}")
-                    self.rules[tails[i]] = _PENDING
-            cur = rep(seq([comma, r]), ex_lo, ex_hi) if r is not None else None
-            for i in reversed(range(k)):
-                cur = seq([comma if i else None, pe[i], cur])
-                if i >= lo:
-                    cur = opt(cur)
-                if i in tails:
-                    self.rules[tails[i]] = cur
-                    cur = sym(tails[i])
-        return seq([sym("LSQB"), cur, sym("RSQB")])
 
 
 def _single(node: Typed) -> str | None:
@@ -1079,43 +586,3 @@ def _ne(node: Node, known: set[str], depth: int) -> bool:
         ):
             return True
     return False
-
-
-_PENDING: E = ("", SEQ, None)  # a rule named, its body not written yet
-_DEAD = object()  # no member list can follow: the object is impossible from here
-
-
-def _mask(bits: set[int]) -> int:
-    return sum(1 << b for b in bits)
-
-
-def _deps_met(deps: list[tuple[int, tuple[int | None, ...]]], seen: int) -> bool:
-    """Every dependency whose trigger is in `seen` has its needed members there too."""
-    return all(
-        not seen >> t & 1 or all(x is not None and seen >> x & 1 for x in need) for t, need in deps
-    )
-
-
-def _needs_the_impossible(
-    deps: list[tuple[int, tuple[int | None, ...]]], members: set[int]
-) -> bool:
-    """Whether `members`, with every member their dependencies then need, includes a member
-    that can never be written (None)."""
-    todo = list(members)
-    while todo:
-        t = todo.pop()
-        for trigger, need in deps:
-            if trigger == t:
-                for x in need:
-                    if x is None:
-                        return True
-                    if x not in members:
-                        members.add(x)
-                        todo.append(x)
-    return False
-
-
-def _extras_only(extra: E, ex_lo: int, ex_hi: int | None) -> E:
-    """An object of extra members only: the first without a comma, then the rest."""
-    more = rep(seq([sym("COMMA"), extra]), max(ex_lo - 1, 0), None if ex_hi is None else ex_hi - 1)
-    return seq([extra, more])

@@ -85,7 +85,7 @@ class Obj:
     max_props: int | None = None
     pointer: str = field(default="", compare=False)
     # Array-form dependencies between declared members, `(keyword, trigger, needed names)`:
-    # the grammar tracks whether the trigger was written (see `Emitter._members_tracked`).
+    # the grammar tracks whether the trigger was written (`sdk.grammar._depends.members_tracked`).
     depends: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
 
 

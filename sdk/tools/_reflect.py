@@ -145,28 +145,7 @@ def reflect(
     bindings: list[Binding] = []
     context: Binding | None = None
     for index, (pname, param) in enumerate(signature.parameters.items()):
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            star = "*" if param.kind is param.VAR_POSITIONAL else "**"
-            raise definition_error(
-                fname,
-                pname,
-                f"{star}{pname} is not supported: a tool's arguments are a JSON object with a "
-                "fixed set of properties; declare each argument as a named parameter",
-            )
-        if param.annotation is param.empty:
-            hint = (
-                "; to expose a method, pass the bound method (instance.method) to "
-                "Tool.from_function"
-                if index == 0 and pname in ("self", "cls")
-                else ""
-            )
-            raise definition_error(
-                fname,
-                pname,
-                "missing type annotation: the argument grammar is derived from each parameter's "
-                f"JSON Schema, so every parameter needs one (use `Any` explicitly to allow any "
-                f"JSON value){hint}",
-            )
+        _check_parameter(fname, index, pname, param)
         try:
             annotation = _resolve(param.annotation, globalns, localns)
         except Exception as exc:  # NameError, SyntaxError, TypeError from user annotations
@@ -180,19 +159,7 @@ def reflect(
                 )
             context = Binding("", pname, param.kind is not param.KEYWORD_ONLY)
             continue
-
-        default: Any = ... if param.default is param.empty else param.default
-        try:
-            explicit = FieldInfo.from_annotated_attribute(annotation, default)
-        except Exception as exc:  # e.g. conflicting Field(...) metadata
-            raise definition_error(fname, pname, _first_line(exc)) from None
-        described = doc.params.get(pname)
-        if described and explicit.description is None:
-            # Outermost Annotated metadata would override the user's, hence the check above.
-            annotation = Annotated[annotation, Field(description=described)]
-        field = _field_name(pname, index)
-        if field != pname:
-            annotation = Annotated[annotation, Field(alias=pname)]
+        field, annotation, default = _model_field(fname, index, pname, param, annotation, doc)
         fields[field] = (annotation, default)
         bindings.append(Binding(field, pname, param.kind is param.POSITIONAL_ONLY))
 
@@ -209,6 +176,57 @@ def reflect(
     schema["title"] = tool_name
     schema.pop("description", None)
     return Reflected(model, schema, tuple(bindings), context, doc)
+
+
+def _check_parameter(fname: str, index: int, pname: str, param: inspect.Parameter) -> None:
+    """Refuse what no JSON object of arguments can carry: `*args`, `**kwargs`, and parameters
+    without a type annotation (no schema to derive the grammar from)."""
+    if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+        star = "*" if param.kind is param.VAR_POSITIONAL else "**"
+        raise definition_error(
+            fname,
+            pname,
+            f"{star}{pname} is not supported: a tool's arguments are a JSON object with a "
+            "fixed set of properties; declare each argument as a named parameter",
+        )
+    if param.annotation is param.empty:
+        hint = (
+            "; to expose a method, pass the bound method (instance.method) to Tool.from_function"
+            if index == 0 and pname in ("self", "cls")
+            else ""
+        )
+        raise definition_error(
+            fname,
+            pname,
+            "missing type annotation: the argument grammar is derived from each parameter's "
+            f"JSON Schema, so every parameter needs one (use `Any` explicitly to allow any "
+            f"JSON value){hint}",
+        )
+
+
+def _model_field(
+    fname: str,
+    index: int,
+    pname: str,
+    param: inspect.Parameter,
+    annotation: Any,
+    doc: ParsedDocstring,
+) -> tuple[str, Any, Any]:
+    """One parameter's field of the arguments model: its name, its annotation (with the
+    docstring's description, and an alias where the name had to change) and its default."""
+    default: Any = ... if param.default is param.empty else param.default
+    try:
+        explicit = FieldInfo.from_annotated_attribute(annotation, default)
+    except Exception as exc:  # e.g. conflicting Field(...) metadata
+        raise definition_error(fname, pname, _first_line(exc)) from None
+    described = doc.params.get(pname)
+    if described and explicit.description is None:
+        # Outermost Annotated metadata would override the user's, hence the check above.
+        annotation = Annotated[annotation, Field(description=described)]
+    field = _field_name(pname, index)
+    if field != pname:
+        annotation = Annotated[annotation, Field(alias=pname)]
+    return field, annotation, default
 
 
 def _diagnose(
