@@ -38,7 +38,13 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from sdk.decoding.call_style import COMPACT, CallStyle
 from sdk.decoding.formats import HERMES, CallFormat, ToolCallFormat, format_traits, lark_literal
-from sdk.grammar.pieces import prefix_lark_names, punct_definitions, string_constant
+from sdk.errors import GrammarError
+from sdk.grammar.pieces import (
+    SchemaPiece,
+    prefix_lark_names,
+    punct_definitions,
+    string_constant,
+)
 
 if TYPE_CHECKING:
     from sdk.engine.grammar import CompiledGrammar
@@ -176,15 +182,16 @@ def format_style(fmt: ToolCallFormat) -> CallStyle:
 
 
 class _Parts:
-    """A turn grammar's lines, the statement trees of its pieces' definitions, and the
-    punctuation its JSON uses (defined once, in the turn's layout)."""
+    """A turn grammar's own lines, its pieces' definitions (as lines and statement trees),
+    and the punctuation its JSON uses (defined once, in the turn's layout)."""
 
     def __init__(self, style: CallStyle) -> None:
         self.lines: list[str] = []
+        self.piece_lines: list[str] = []
         self.statements: dict[str, Any] = {}
         self.style = style
         self.punct: set[str] = set()
-        self._reserved: dict[str, tuple[str, ...]] = {}  # namespace -> its reserved texts
+        self._pieces: dict[str, tuple[SchemaPiece, tuple[str, ...]]] = {}  # by namespace
 
     def piece(
         self,
@@ -198,23 +205,27 @@ class _Parts:
 
         kept = tuple(_checked_reserved(reserved))
         piece = schema_piece(schema, surface=surface, reserved=kept)
-        if self._reserved.get(piece.namespace, kept) != kept:
-            # The same schema under other reserved texts (a tool's and the typed output's):
-            # its terminals differ, so it needs names of its own.
+        seen = self._pieces.get(piece.namespace)
+        if seen is not None and seen != (piece, kept):
+            # The same schema under other reserved texts (a tool's and the typed output's:
+            # its terminals differ), or another schema whose name hashes alike: a piece
+            # under names of its own.
             piece = schema_piece(schema, surface=surface, reserved=kept, own=True)
-        if piece.namespace in self._reserved:  # two tools with one schema share it
-            return piece.start
-        self._reserved[piece.namespace] = kept
-        defs = piece.definitions(kept)
-        self.lines += defs.lines
-        self.statements.update(defs.statements)
-        self.punct |= piece.punct
+            seen = self._pieces.get(piece.namespace)
+            if seen is not None and seen != (piece, kept):
+                raise GrammarError(f"two grammar pieces share the names {piece.namespace}_*")
+        if seen is None:  # two tools with one schema share its piece
+            self._pieces[piece.namespace] = (piece, kept)
+            defs = piece.definitions(kept)
+            self.piece_lines += defs.lines
+            self.statements.update(defs.statements)
+            self.punct |= piece.punct
         return piece.start
 
     def text(self) -> str:
         punct = punct_definitions(self.punct, self.style.whitespace, self.style.separators)
         self.statements.update(punct.statements)
-        return "\n".join([*self.lines, *punct.lines]) + "\n"
+        return "\n".join([*self.lines, *self.piece_lines, *punct.lines]) + "\n"
 
 
 def _checked_reserved(reserved: Sequence[str | None]) -> list[str]:

@@ -35,6 +35,7 @@ __all__ = [
     "piece_key",
     "prefix_lark_names",
     "punct_definitions",
+    "namespace",
     "string_constant",
 ]
 
@@ -156,7 +157,7 @@ def compile_piece(
     sg = parts.grammar
     # Named for everything its grammar depends on: equal names, equal definitions.
     key = json.dumps([schema, surface, list(kept), fit], default=repr)
-    ns = "s" + hashlib.blake2b(key.encode(), digest_size=5).hexdigest()
+    ns = namespace(schema, key)
     rule_lines: list[str] = []
     statements: dict[str, Any] = {}
     terminals: list[tuple[str, str, tuple[str, ...] | None | Literal["fixed"]]] = []
@@ -190,6 +191,16 @@ def compile_piece(
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def namespace(schema: Any, key: str) -> str:
+    """`{title}_{hash}`: the schema's title in lowercase letters (at most 16; a tool's is its
+    name), then 8 hex digits of the hash of `key`. The title holds no `_`, so the first `_`
+    of a name ends it and the hash follows: no name of one piece can be a name of another
+    with other namespaces. Equal hashes (one in 2^32) are caught where pieces are joined."""
+    title = schema.get("title") if isinstance(schema, dict) else None
+    slug = re.sub(r"[^a-z]", "", title.lower())[:16] if isinstance(title, str) else ""
+    return f"{slug or 's'}_{hashlib.blake2b(key.encode(), digest_size=4).hexdigest()}"
 
 
 # ------------------------------------------------------------------------------ namespaces
