@@ -1207,10 +1207,12 @@ def test_a_counted_repeat_whose_subsets_keep_many_pairs_is_left_to_the_nfa_budge
 
 
 def test_a_parse_deeper_than_the_stack_limit_is_a_typed_error() -> None:
-    """Nesting past `MAX_STACK_DEPTH` open rules stops with `TooComplexError` at that depth
-    (the depth is counted on each interned stack as it is pushed)."""
-    from sdk.engine._runtime import MAX_STACK_DEPTH
+    """Nesting past `Limits.stack_depth` open rules stops with `TooComplexError` at that
+    depth (the depth is counted on each interned stack as it is pushed)."""
+    from sdk.engine.compiler import default_compiler
     from sdk.errors import TooComplexError
+
+    MAX_STACK_DEPTH = default_compiler().limits.stack_depth
 
     grammar = CompiledGrammar.from_lark('start: "[" start "]" | "x"')
     m = Matcher(grammar, _oracle.ByteIndex.of([]))
@@ -1219,7 +1221,7 @@ def test_a_parse_deeper_than_the_stack_limit_is_a_typed_error() -> None:
     inside.advance_bytes(b"x" + b"]" * (MAX_STACK_DEPTH - 1))
     assert inside.is_accepting()
     m.advance_bytes(b"[")
-    with pytest.raises(TooComplexError, match="deeper than"):
+    with pytest.raises(TooComplexError, match=r"deeper than \d+ \(Limits.stack_depth\)"):
         m.advance_bytes(b"x")
 
 
@@ -1263,8 +1265,9 @@ def test_a_call_that_ends_its_rule_pushes_no_return_address() -> None:
         assert m.is_accepting()
     assert max(m._rt._depth) <= 4  # the object's rule, a member's rest rule, a value
     # skipping more members than the stack may be deep is an ordinary document
-    from sdk.engine._runtime import MAX_STACK_DEPTH
+    from sdk.engine.compiler import default_compiler
 
+    MAX_STACK_DEPTH = default_compiler().limits.stack_depth
     many = {"type": "object", "properties": {f"k{i}": {"type": "integer"} for i in range(1100)}}
     assert len(many["properties"]) > MAX_STACK_DEPTH
     m = Matcher(CompiledGrammar.from_schema(many), index)

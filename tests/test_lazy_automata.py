@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from sdk.engine import CompiledGrammar, Matcher, _products
 from sdk.engine import _automata as au
 from sdk.engine import _regex as rx
-from sdk.engine._dfa_ops import MAX_DFA_STATES
 from sdk.engine._lazy import LazyDfa, materialize
+from sdk.engine._owner import OWNER, Limits
 from sdk.errors import TooComplexError
 from tests._automata_runs import brute_force_mask, live_states, reachable, run_lazy, run_table
 from tests._oracle import engine_accepts
@@ -168,10 +168,10 @@ def test_a_product_past_the_state_limit_is_refused_by_both_numberings(
     b = au.table(au.compile_regex("(?:[a-m][n-z]){0,20}"))
     full = au.product(a, b)
     monkeypatch.setattr(_products, "DENSE_PAIRS", dense_pairs)
-    monkeypatch.setattr(_products, "MAX_DFA_STATES", full.n_states - 2)
-    with pytest.raises(TooComplexError, match="DFA states"):
+    monkeypatch.setattr(OWNER, "limits", Limits(dfa_states=full.n_states - 2))
+    with pytest.raises(TooComplexError, match=r"DFA states \(Limits.dfa_states\)"):
         au.product(a, b)
-    monkeypatch.setattr(_products, "MAX_DFA_STATES", full.n_states + 1)
+    monkeypatch.setattr(OWNER, "limits", Limits(dfa_states=full.n_states + 1))
     got = au.product(a, b)
     assert np.array_equal(got.trans, full.trans)
 
@@ -225,7 +225,7 @@ def test_tables_are_kept_below_the_lazy_threshold() -> None:
     a table-only construction over a huge one is refused with a typed error."""
     assert isinstance(au.compile_regex(f"[a-z]{{0,{au.LAZY_MIN_STATES // 2}}}"), au.Dfa)
     huge = au.compile_regex(r"[a-z]{0,500000}")
-    assert isinstance(huge, LazyDfa) and huge.n_states > MAX_DFA_STATES
+    assert isinstance(huge, LazyDfa) and huge.n_states > Limits().dfa_states
     assert huge.matches(b"abc") and not huge.matches(b"abC")
     last = huge.n_states - 1  # 500,000 letters read: only the end is left
     assert huge.acc(np.asarray([last]))[0] and not huge.rows(np.asarray([last])).any()

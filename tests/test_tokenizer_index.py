@@ -502,11 +502,11 @@ def test_warm_up_builds_the_arrays_and_walks_a_grammar(smollm2_index: TokenizerI
     (so a process's first grammar does not load the kernels); it returns the index, also for a
     vocabulary that cannot spell the warm-up text byte by byte."""
     from sdk.engine import caches
-    from sdk.engine._vocab import _vocabs
+    from sdk.engine._owner import OWNER
 
     caches.clear()
     assert smollm2_index.warm_up() is smollm2_index
-    assert smollm2_index in _vocabs
+    assert smollm2_index in OWNER.vocabs
     assert caches.usage()["terminal DFAs"][0] > 0
     words = TokenizerIndex.from_token_bytes([b"{", b"}", b'"name"', b":", b'"a"'], eos_ids=[])
     assert words.warm_up() is words

@@ -29,15 +29,14 @@ import json
 import logging
 import os
 import re
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from sdk.decoding.call_style import COMPACT, CallStyle
 from sdk.decoding.formats import HERMES, CallFormat, ToolCallFormat, format_traits, lark_literal
+from sdk.engine.caches import BoundedCache
 from sdk.errors import GrammarError
 from sdk.grammar.pieces import (
     SchemaPiece,
@@ -431,9 +430,9 @@ def _call_body(
 # ------------------------------------------------------------------------------ entry point
 
 _log = logging.getLogger("sdk.grammar")
-_CACHE: OrderedDict[str, TurnGrammar] = OrderedDict()
-_CACHE_SIZE = 64
-_LOCK = threading.Lock()
+#: Turn grammars by what they were built from, under the engine's one byte budget (a
+#: grammar's text and parse positions; its terminals' automata count in their own tables).
+_TURNS: BoundedCache[str, TurnGrammar] = BoundedCache("turn grammars", 32 << 20)
 
 
 def build_turn_grammar(
@@ -488,12 +487,10 @@ def build_turn_grammar(
         ],
         default=repr,  # keys unsorted: the order of a schema's properties is the grammar's
     )
-    with _LOCK:
-        hit = _CACHE.get(key)
-        if hit is not None:
-            _CACHE.move_to_end(key)
-            _log.debug("turn grammar: cache hit (%s, %d tools)", mode, len(names))
-            return hit
+    hit = _TURNS.lookup(key)
+    if hit is not None:
+        _log.debug("turn grammar: cache hit (%s, %d tools)", mode, len(names))
+        return hit
     from sdk.engine.grammar import CompiledGrammar
 
     t0 = time.perf_counter()
@@ -508,8 +505,4 @@ def build_turn_grammar(
         len(text),
         time.perf_counter() - t0,
     )
-    with _LOCK:
-        _CACHE[key] = turn
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
-    return turn
+    return _TURNS.put(key, turn, 64 * len(text) + 256 * len(compiled.positions))

@@ -43,15 +43,15 @@ from ._lazy import (
     item_moves,
     item_width,
 )
+from ._owner import OWNER
 from ._products import DENSE_PAIRS, excluding_prefixes, prefix_closed, product
 from ._subsets import _concat_sets, _countable, _counted_sets, determinize
 from ._word_dfas import _chain, _finite_words, _literal_bytes, _trie
 
-MAX_NFA_STATES = 400_000
 #: Counted repeats with more states than this are built lazily (`_lazy`): the table of a
 #: 65,535-character string would take a gigabyte, and even a 300-character one costs more to
 #: build (and to copy into the runtime) than a generation visits. Constructions that need a
-#: table (products, subset construction) still get one up to MAX_DFA_STATES.
+#: table (products, subset construction) still get one up to `Limits.dfa_states`.
 LAZY_MIN_STATES = 4096
 #: A·B where A's accepting states go on with B's first bytes: up to this many B states, the
 #: sets of B's states are bit masks of one int64 (`_pairs.concat_bfs`); beyond, NFA + subsets.
@@ -126,10 +126,11 @@ class Nfa:
     def __init__(self) -> None:
         self.eps: list[list[int]] = []
         self.edges: list[list[tuple[int, int, int]]] = []
+        self.cap = OWNER.limits.nfa_states
 
     def state(self) -> int:
-        if len(self.eps) >= MAX_NFA_STATES:
-            raise TooComplexError(f"automaton exceeds {MAX_NFA_STATES} NFA states")
+        if len(self.eps) >= self.cap:
+            raise TooComplexError(f"automaton exceeds {self.cap} NFA states (Limits.nfa_states)")
         self.eps.append([])
         self.edges.append([])
         return len(self.eps) - 1

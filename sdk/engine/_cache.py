@@ -24,7 +24,16 @@ from typing import Generic, TypeVar
 K = TypeVar("K")
 V = TypeVar("V")
 
-__all__ = ["BoundedCache", "budget", "clear_all", "lookups", "set_budget", "usage"]
+__all__ = [
+    "REGISTRY",
+    "BoundedCache",
+    "CacheRegistry",
+    "budget",
+    "clear_all",
+    "lookups",
+    "set_budget",
+    "usage",
+]
 
 
 #: 256 MiB: on the MaskBench dev run (2,034 grammars in one process) peak RSS was 793 MB with
@@ -41,7 +50,7 @@ def _default_budget() -> int:
     return max(value, 0)
 
 
-class _Owner:
+class CacheRegistry:
     """Every live `BoundedCache`, the running total of their bytes, and the budget."""
 
     def __init__(self) -> None:
@@ -68,7 +77,7 @@ class _Owner:
             self.total = total
 
 
-_owner = _Owner()
+REGISTRY = CacheRegistry()
 
 
 class BoundedCache(Generic[K, V]):
@@ -94,8 +103,8 @@ class BoundedCache(Generic[K, V]):
         self.cap = cap
         self.name = name
         self.hits = self.misses = 0  # of `lookup` only: `get` stays one dict lookup
-        with _owner.lock:
-            _owner.caches.add(self)  # type: ignore[arg-type]
+        with REGISTRY.lock:
+            REGISTRY.caches.add(self)  # type: ignore[arg-type]
 
     def get(self, key: K) -> V | None:
         return self._data.get(key)
@@ -119,15 +128,15 @@ class BoundedCache(Generic[K, V]):
             if old is not None:  # a race computed it twice: the entry moves to the end
                 del self._data[key]
                 self._bytes -= old
-                _owner.total -= old
+                REGISTRY.total -= old
             if self._bytes + nbytes > self.cap:
                 self._evict((self.cap - nbytes) // 2)  # the oldest half goes
             self._data[key] = value
             self._sizes[key] = nbytes
             self._bytes += nbytes
-        _owner.total += nbytes  # racy by design: `rebalance` recounts exactly
-        if _owner.total > _owner.budget:
-            _owner.rebalance(self)  # type: ignore[arg-type]
+        REGISTRY.total += nbytes  # racy by design: `rebalance` recounts exactly
+        if REGISTRY.total > REGISTRY.budget:
+            REGISTRY.rebalance(self)  # type: ignore[arg-type]
         return value
 
     def clear(self) -> None:
@@ -141,7 +150,7 @@ class BoundedCache(Generic[K, V]):
 
     def _evict(self, target: int) -> None:
         if target <= 0:
-            _owner.total -= self._bytes
+            REGISTRY.total -= self._bytes
             self._data.clear()
             self._sizes.clear()
             self._bytes = 0
@@ -160,7 +169,7 @@ class BoundedCache(Generic[K, V]):
         for key in gone:
             del data[key], sizes[key]
         self._bytes -= freed
-        _owner.total -= freed
+        REGISTRY.total -= freed
 
     def __len__(self) -> int:
         return len(self._data)
@@ -171,8 +180,8 @@ class BoundedCache(Generic[K, V]):
 
 
 def _live() -> list[BoundedCache[object, object]]:
-    with _owner.lock:
-        return list(_owner.caches)
+    with REGISTRY.lock:
+        return list(REGISTRY.caches)
 
 
 def usage() -> dict[str, tuple[int, int]]:
@@ -196,7 +205,7 @@ def lookups() -> dict[str, tuple[int, int]]:
 
 
 def budget() -> int:
-    return _owner.budget
+    return REGISTRY.budget
 
 
 def set_budget(nbytes: int) -> None:
@@ -205,11 +214,11 @@ def set_budget(nbytes: int) -> None:
         from sdk.errors import ConfigError
 
         raise ConfigError(f"cache budget must be a non-negative int of bytes, not {nbytes!r}")
-    _owner.budget = nbytes
-    _owner.rebalance()
+    REGISTRY.budget = nbytes
+    REGISTRY.rebalance()
 
 
 def clear_all() -> None:
     for c in _live():
         c.clear()
-    _owner.rebalance()
+    REGISTRY.rebalance()

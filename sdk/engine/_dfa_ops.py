@@ -12,9 +12,7 @@ import numpy as np
 
 from ._dfa import COMPACT_MIN_STATES, Dfa, byte_classes
 from ._lazy import LazyDfa, materialize
-
-#: The most states a table construction may build (past it: `TooComplexError`).
-MAX_DFA_STATES = 100_000
+from ._owner import OWNER
 
 #: A table DFA, or a lazy one (see `_lazy`).
 AnyDfa = Dfa | LazyDfa
@@ -24,7 +22,7 @@ def table(d: AnyDfa) -> Dfa:
     """`d` as a table: lazy automata are materialised, or `TooComplexError` when too big."""
     if isinstance(d, LazyDfa) and d.tabulate is not None:
         return d.tabulate()
-    return materialize(d, MAX_DFA_STATES)
+    return materialize(d, OWNER.limits.dfa_states)
 
 
 #: Bytes per state that a table's first walk adds (`Dfa.chains`: 18 int32 per state).

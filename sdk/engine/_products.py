@@ -8,7 +8,8 @@ import numpy as np
 
 from ..errors import TooComplexError
 from ._dfa import Dfa, empty_dfa
-from ._dfa_ops import MAX_DFA_STATES, AnyDfa, _joint_classes, _trim, columns_at, table
+from ._dfa_ops import AnyDfa, _joint_classes, _trim, columns_at, table
+from ._owner import OWNER
 from ._word_dfas import _word_trie
 
 #: Products of more pairs than this number their states through a hash of the pairs reached
@@ -35,9 +36,9 @@ def product(any_a: AnyDfa, any_b: AnyDfa, *, negate_b: bool = False, union: bool
         from ._pairs import DIFFERENCE, INTERSECTION, UNION, pair_bfs
 
         mode = UNION if union else DIFFERENCE if negate_b else INTERSECTION
-        compact, xs, ys, n = pair_bfs(a_trans, b_trans, mode, MAX_DFA_STATES)
+        compact, xs, ys, n = pair_bfs(a_trans, b_trans, mode, OWNER.limits.dfa_states)
         if n < 0:
-            raise TooComplexError(f"automaton exceeds {MAX_DFA_STATES} DFA states")
+            raise _too_many()
         return _product_table(a, b, compact, xs[1:], ys[1:], class_ab, union, negate_b)
     ids = np.zeros(na * nb, dtype=np.int32)
     start = 1 * nb + 1
@@ -59,8 +60,8 @@ def product(any_a: AnyDfa, any_b: AnyDfa, *, negate_b: bool = False, union: bool
         codes = tx * nb + ty
         cand = np.unique(codes[live])
         new = cand[ids[cand] == 0]
-        if n + len(new) > MAX_DFA_STATES:
-            raise TooComplexError(f"automaton exceeds {MAX_DFA_STATES} DFA states")
+        if n + len(new) > OWNER.limits.dfa_states:
+            raise _too_many()
         ids[new] = np.arange(n + 1, n + 1 + len(new), dtype=np.int32)
         row = np.where(live, ids[np.where(live, codes, 0)], 0)
         n += len(new)
@@ -158,3 +159,8 @@ def excluding_prefixes(after: Dfa, words: list[bytes]) -> Dfa:
     trans = np.concatenate([np.zeros((1, len(uniq)), dtype=np.int32), rows, moved[1:]])
     acc = np.concatenate([[False], after.accepting[at_arr] & (at_arr != 0), after.accepting[1:]])
     return _trim(trans, acc, byte_class)
+
+
+def _too_many() -> TooComplexError:
+    cap = OWNER.limits.dfa_states
+    return TooComplexError(f"automaton exceeds {cap} DFA states (Limits.dfa_states)")

@@ -9,31 +9,32 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from ..errors import TooComplexError
+from ._owner import OWNER
 
 Symbol = tuple[str, int]  # ("T", terminal id) | ("R", rule id)
 
 #: Caps on one rule's automata: `X ~ n` copies X n times, and the subset construction of a
 #: rule can in principle blow up; past these a grammar is `TooComplexError`, not a hang.
-MAX_RULE_NFA_STATES = 2_000_000
-MAX_RULE_DFA_STATES = 200_000
-MAX_RULE_SUBSET_WORK = 10_000_000
 
 
 class _SymNfa:
     """Edges by source state; most of a rule's NFA states have no edge of one kind or the
     other, so the lists are only made for those that do."""
 
-    __slots__ = ("eps", "edges", "n")
+    __slots__ = ("cap", "eps", "edges", "n")
 
     def __init__(self) -> None:
         self.eps: defaultdict[int, list[int]] = defaultdict(list)
         self.edges: defaultdict[int, list[tuple[Symbol, int]]] = defaultdict(list)
         self.n = 0
+        self.cap = OWNER.limits.rule_nfa_states
 
     def state(self) -> int:
         n = self.n
-        if n >= MAX_RULE_NFA_STATES:
-            raise TooComplexError(f"a rule's automaton exceeds {MAX_RULE_NFA_STATES} states")
+        if n >= self.cap:
+            raise TooComplexError(
+                f"a rule's automaton exceeds {self.cap} states (Limits.rule_nfa_states)"
+            )
         self.n = n + 1
         return n
 
@@ -47,6 +48,7 @@ class _SymDfa:
 def _determinize_symbols(nfa: _SymNfa, start: int, end: int) -> _SymDfa:
     cache: dict[int, frozenset[int]] = {}
     eps, edges = nfa.eps, nfa.edges  # read with .get: a read must not add an empty list
+    limits = OWNER.limits
 
     def closure(states: set[int]) -> frozenset[int]:
         out: set[int] = set()
@@ -77,8 +79,10 @@ def _determinize_symbols(nfa: _SymNfa, start: int, end: int) -> _SymDfa:
         cur = order[k]
         k += 1
         work += len(cur)
-        if work > MAX_RULE_SUBSET_WORK:
-            raise TooComplexError(f"a rule's automaton is too complex ({len(order)} states)")
+        if work > limits.rule_subset_work:
+            raise TooComplexError(
+                f"a rule's automaton is too complex ({len(order)} states; Limits.rule_subset_work)"
+            )
         moves: dict[Symbol, set[int]] = {}
         for q in cur:
             for sym, tgt in edges.get(q, ()):
@@ -90,9 +94,10 @@ def _determinize_symbols(nfa: _SymNfa, start: int, end: int) -> _SymDfa:
             d = ids.get(key)
             if d is None:
                 d = len(order)
-                if d >= MAX_RULE_DFA_STATES:
+                if d >= limits.rule_dfa_states:
                     raise TooComplexError(
-                        f"a rule's automaton exceeds {MAX_RULE_DFA_STATES} states"
+                        f"a rule's automaton exceeds {limits.rule_dfa_states} states "
+                        "(Limits.rule_dfa_states)"
                     )
                 ids[key] = d
                 order.append(key)

@@ -40,6 +40,7 @@ from . import _vocab
 from ._cache import BoundedCache
 from ._dfa import Dfa
 from ._lazy import LazyDfa
+from ._owner import OWNER
 from ._vocab import Vocab
 
 if TYPE_CHECKING:
@@ -51,8 +52,6 @@ Shift = tuple[Stack, int]  # a stack after a shift, not yet interned: (below, to
 State = int  # an interned set of configurations (`Runtime.intern`); 0 is the empty set
 Configs = tuple[Config, ...]  # a state's configurations, sorted
 
-MAX_STACK_DEPTH = 1000
-MAX_CONFIGS = 5000
 MAX_CACHE = 100_000
 #: Per (grammar, vocabulary) and per kind. A mask recomputed is an OR of cached walks; with
 #: 64 MiB one big schema held 77 MB of masks on top of the full shared tables (the run's
@@ -81,9 +80,11 @@ class Runtime:
         #: call returning to one is a jump, its return address not pushed. Optional members
         #: in declared order are a chain of such calls (`rest_k: (, key_k ...)? rest_k+1`):
         #: with the addresses pushed, a key's stack grew by one per member skipped before it
-        #: (an object of more optional members than MAX_STACK_DEPTH was refused), and each
+        #: (an object of more optional members than `Limits.stack_depth` was refused), and each
         #: key had a new stack, so new masks, after every member
         self._tail = [p.final and not p.terms and not p.calls for p in grammar.positions]
+        limits = OWNER.limits
+        self._max_depth, self._max_parses = limits.stack_depth, limits.live_parses
         self._number_lexer_states(grammar)
         self._init_tables(vocab)
         eos = np.zeros(vocab.packed_len * 8, dtype=bool)
@@ -183,8 +184,10 @@ class Runtime:
         todo = [stack]
         while todo:
             st = todo.pop()
-            if depth[st] > MAX_STACK_DEPTH:
-                raise TooComplexError(f"parser stack deeper than {MAX_STACK_DEPTH}")
+            if depth[st] > self._max_depth:
+                raise TooComplexError(
+                    f"parser stack deeper than {self._max_depth} (Limits.stack_depth)"
+                )
             i = top_of[st]
             top = positions[i] if i < n_static or dynamic is None else dynamic.get(i)
             rest = below[st]
@@ -394,8 +397,8 @@ class Runtime:
                         nxt = self.target(lex2, byte)
                         if nxt:
                             out.add(config2 - lex2 + nxt)
-        if len(out) > MAX_CONFIGS:
-            raise TooComplexError(f"more than {MAX_CONFIGS} live parses")
+        if len(out) > self._max_parses:
+            raise TooComplexError(f"more than {self._max_parses} live parses (Limits.live_parses)")
         got = self.intern(out) if out else 0
         if len(self._step) > MAX_CACHE:
             self._step.clear()

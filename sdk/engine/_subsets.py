@@ -14,7 +14,6 @@ import numpy as np
 from ..errors import TooComplexError
 from ._dfa import Dfa
 from ._dfa_ops import (
-    MAX_DFA_STATES,
     _columns,
     _joint_classes,
     _trim,
@@ -22,14 +21,10 @@ from ._dfa_ops import (
     minimize,
     with_classes,
 )
+from ._owner import OWNER
 
-#: Subset-construction work cap (Python-level loop steps, all DFA states): about 2-3 s.
-#: Nested quantifiers such as `(x{0,100}){0,100}` stay under the state caps but would
-#: otherwise take minutes.
-MAX_SUBSET_WORK = 5_000_000
-#: The same work summed over every regex of one grammar (`CompiledGrammar.from_lark` sets
-#: `work_budget.left`; per thread): a schema with dozens of heavy patterns stops at ~5-7 s.
-MAX_GRAMMAR_WORK = 15_000_000
+#: What is left of the grammar's `Limits.grammar_work` (`CompiledGrammar.from_lark` sets
+#: `work_budget.left`; per thread), which `determinize` spends.
 work_budget = threading.local()
 
 
@@ -92,7 +87,7 @@ def _closures(eps: list[list[int]]) -> Callable[[int], frozenset[int]]:
 
 
 def determinize(nfa: NfaGraph, start: int, end: int) -> Dfa:
-    """The trimmed DFA of `nfa` from `start` to `end`, within MAX_SUBSET_WORK steps (and what
+    """The trimmed DFA of `nfa` from `start` to `end`, within `Limits.subset_work` steps (and what
     is left of the grammar's `work_budget`, which it spends)."""
     n = len(nfa.eps)
     byte_class, n_classes = _edge_classes(nfa.edges)
@@ -107,12 +102,18 @@ def determinize(nfa: NfaGraph, start: int, end: int) -> Dfa:
     k = 0
     work = 0
     left = getattr(work_budget, "left", None)
-    limit = MAX_SUBSET_WORK if left is None else min(MAX_SUBSET_WORK, left)
+    limits = OWNER.limits
+    one = limits.subset_work
+    limit = one if left is None else min(one, left)
     while k < len(order):
         cur = order[k]
         k += 1
         if work > limit:
-            what = "regular expression" if limit == MAX_SUBSET_WORK else "grammar's regexes"
+            what = (
+                "regular expression (Limits.subset_work)"
+                if limit == one
+                else "grammar's regexes (Limits.grammar_work)"
+            )
             raise TooComplexError(
                 f"{what} too complex to determinize ({len(order)} DFA states, {work} subset steps)"
             )
@@ -138,8 +139,10 @@ def determinize(nfa: NfaGraph, start: int, end: int) -> Dfa:
                 d = ids.get(key)
                 if d is None:
                     d = len(order) + 1
-                    if d > MAX_DFA_STATES:
-                        raise TooComplexError(f"automaton exceeds {MAX_DFA_STATES} DFA states")
+                    if d > limits.dfa_states:
+                        raise TooComplexError(
+                            f"automaton exceeds {limits.dfa_states} DFA states (Limits.dfa_states)"
+                        )
                     ids[key] = d
                     order.append(key)
                 by_targets[tkey] = d
@@ -166,10 +169,11 @@ def _concat_sets(a: Dfa, b: Dfa) -> Dfa:
         a.accepting,
         columns_at(b, reps).astype(np.int64),
         b.accepting,
-        MAX_DFA_STATES,
+        OWNER.limits.dfa_states,
     )
     if n < 0:
-        raise TooComplexError(f"automaton exceeds {MAX_DFA_STATES} DFA states")
+        cap = OWNER.limits.dfa_states
+        raise TooComplexError(f"automaton exceeds {cap} DFA states (Limits.dfa_states)")
     return _trim(compact, acc, class_ab)
 
 

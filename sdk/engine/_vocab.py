@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +22,7 @@ from ._cache import BoundedCache
 from ._dfa import Dfa
 from ._dfa_ops import AnyDfa
 from ._lazy import LazyDfa
+from ._owner import OWNER
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,17 +40,17 @@ class Vocab:
     caches: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
-_vocabs: weakref.WeakKeyDictionary[Any, Vocab] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
 def vocab_of(index: Any) -> Vocab:
-    """Arrays for a tokenizer index (anything with token_bytes, vocab_size, eos_ids)."""
+    """Arrays for a tokenizer index (anything with token_bytes, vocab_size, eos_ids), in the
+    owner's table keyed weakly by index (`Owner.vocabs`)."""
     with _lock:
-        v = _vocabs.get(index)
+        v: Vocab | None = OWNER.vocabs.get(index)
         if v is None:
             v = _build(index)
-            _vocabs[index] = v
+            OWNER.vocabs[index] = v
         return v
 
 

@@ -38,10 +38,11 @@ from ._cache import BoundedCache
 from ._dfa_ops import AnyDfa, cache_size, compacted
 from ._gc_pause import gc_paused
 from ._lark_lines import parse_line
+from ._owner import OWNER
 from ._positions import Position
 from ._rule_automata import _rule_dfa, _SymDfa, _SymNfa
 from ._rule_link import link
-from ._subsets import MAX_GRAMMAR_WORK, work_budget
+from ._subsets import work_budget
 
 
 class CompiledGrammar:
@@ -87,7 +88,7 @@ class CompiledGrammar:
         `statements`: Lark statement trees of some of the text's definitions by name, exactly
         what Lark reads from their lines (`SchemaGrammar.statements`): taken instead of
         reading those lines."""
-        work_budget.left = MAX_GRAMMAR_WORK
+        work_budget.left = OWNER.limits.grammar_work
         try:
             with gc_paused():
                 return _Builder(text, start, statements or {}).build()

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import NoValidTokenError, TokenRejectedError
 from . import _vocab
+from ._owner import OWNER
 from ._runtime import Runtime, State
 
 if TYPE_CHECKING:
@@ -20,11 +21,14 @@ _lock = threading.Lock()
 
 
 def _runtime(grammar: CompiledGrammar, index: Any) -> Runtime:
-    """The grammar's tables for this vocabulary, kept on the grammar itself so that they die
-    with it (a registry keyed by grammar would keep every grammar alive through its tables)."""
+    """The grammar's tables for this vocabulary, in the owner's table keyed weakly by grammar
+    (`Owner.runtimes`): they die with the grammar, as a runtime holds the grammar's parts and
+    never the grammar."""
     vocab = _vocab.vocab_of(index)
     with _lock:
-        per_vocab: dict[int, Runtime] = grammar.__dict__.setdefault("_runtimes", {})
+        per_vocab = OWNER.runtimes.get(grammar)
+        if per_vocab is None:
+            per_vocab = OWNER.runtimes[grammar] = {}
         rt = per_vocab.get(id(vocab))
         if rt is None or rt.vocab is not vocab:
             rt = Runtime(grammar, vocab)
