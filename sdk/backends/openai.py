@@ -10,8 +10,10 @@ in the form it understands, chosen by `constraint`:
   `grammar_field="ebnf"` for SGLang, `"structured_outputs.grammar"` for vLLM's xgrammar).
   Tools are described in the system prompt and calls come back as text, parsed exactly like
   local generation.
-- `"lark"`: the same turn grammar as Lark text, in `structured_outputs.grammar` (vLLM) by
-  default (`grammar_field="guided_grammar"` for older vLLM).
+- `"lark"`: the same turn grammar as Lark text in llguidance's dialect (`&`/`~` for our
+  lookaheads, free text before a call as a lazy lexeme: `sdk.engine.lark_guidance`), in
+  `structured_outputs.grammar` (vLLM's `guidance` backend) by default
+  (`grammar_field="guided_grammar"` for older vLLM).
 - `"structural_tag"`: `response_format={"type": "structural_tag", ...}` (vLLM, SGLang with
   XGrammar): free text until the call opener, then each call's arguments under its tool's JSON
   Schema (`structural_tag_for`). Looser than the turn grammar (the text around calls is free,
@@ -128,7 +130,7 @@ class OpenAIChatModel:
         self._async_transport = async_transport
         self._client: httpx.Client | None = None
         self._lock = threading.Lock()
-        self._gbnf: OrderedDict[str, str] = OrderedDict()
+        self._exports: OrderedDict[tuple[str, str], str] = OrderedDict()
 
     @classmethod
     def from_env(cls, **kwargs: Any) -> OpenAIChatModel:
@@ -303,15 +305,27 @@ class OpenAIChatModel:
         """The turn grammar as GBNF (cached per grammar text)."""
         from sdk.engine.gbnf import lark_to_gbnf
 
+        return self._exported(grammar, "gbnf", lark_to_gbnf)
+
+    def lark_for(self, grammar: TurnGrammar) -> str:
+        """The turn grammar in llguidance's Lark (vLLM's `guidance` backend reads Lark):
+        lookaheads as `&`/`~`, free text before a call as a lazy lexeme
+        (`sdk.engine.lark_guidance`); the same language."""
+        from sdk.engine.lark_guidance import lark_for_guidance
+
+        return self._exported(grammar, "lark", lark_for_guidance)
+
+    def _exported(self, grammar: TurnGrammar, kind: str, export: Any) -> str:
         assert grammar.lark is not None
+        key = (kind, grammar.lark)
         with self._lock:
-            hit = self._gbnf.get(grammar.lark)
+            hit = self._exports.get(key)
         if hit is None:
-            hit = lark_to_gbnf(grammar.lark)
+            hit = export(grammar.lark)
             with self._lock:
-                self._gbnf[grammar.lark] = hit
-                while len(self._gbnf) > 64:
-                    self._gbnf.popitem(last=False)
+                self._exports[key] = hit
+                while len(self._exports) > 64:
+                    self._exports.popitem(last=False)
         return hit
 
     def build_request(
@@ -342,7 +356,9 @@ class OpenAIChatModel:
             # A "none" turn's answer rule stays local: the agent checks the text it gets back
             # (a server's grammar sampler would pay per token for free text).
             if grammar.lark is not None and grammar.mode != "none":
-                text = self.gbnf_for(grammar) if self.constraint == "gbnf" else grammar.lark
+                text = (
+                    self.gbnf_for(grammar) if self.constraint == "gbnf" else self.lark_for(grammar)
+                )
                 _put(body, self.grammar_field, text)
         elif self.constraint == "structural_tag":
             tag = structural_tag_for(request, grammar, parallel_tool_calls)

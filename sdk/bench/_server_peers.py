@@ -27,7 +27,8 @@ class XgrammarJudge:
 
 
 class GuidanceJudge:
-    """llguidance over our Lark text (vLLM's guidance backend), fed the text's tokens."""
+    """llguidance over the Lark text `constraint="lark"` sends (`lark_for_guidance`: vLLM's
+    guidance backend), fed the text's tokens."""
 
     def __init__(self, tokenizer: Any) -> None:
         import llguidance
@@ -39,7 +40,9 @@ class GuidanceJudge:
         self.grammar = ""
 
     def compile(self, case: Any) -> None:
-        grammar = self.llg.grammar_from("lark", case.lark)
+        from sdk.engine.lark_guidance import lark_for_guidance
+
+        grammar = self.llg.grammar_from("lark", lark_for_guidance(case.lark))
         error = self.llg.LLMatcher.validate_grammar(grammar)  # "" when it compiles
         if error:
             raise ValueError(error.split("error: ")[-1].strip() if "error: " in error else error)

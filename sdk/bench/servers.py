@@ -9,7 +9,8 @@ through the engine's Python API, and compares which texts it accepts with our ma
   a text is accepted when every token passes the sampler and the end token may follow;
 - `xgrammar`: the same GBNF as XGrammar's EBNF parser reads it (SGLang's `ebnf` field, vLLM's
   `structured_outputs.grammar` with the xgrammar backend), accepted as a string;
-- `guidance`: our Lark text as llguidance reads it (vLLM's guidance backend), token by token;
+- `guidance`: the Lark text `constraint="lark"` sends (llguidance's dialect, `lark_for_guidance`) as
+  llguidance reads it (vLLM's guidance backend), token by token;
 - `xgrammar-tag`: the structural tag of `constraint="structural_tag"` (vLLM, SGLang), BFCL
   turn grammars only, by XGrammar's structural-tag API. It is looser than the turn grammar by
   design (the text around calls is free; the agent checks it after the turn): texts it accepts
