@@ -260,3 +260,40 @@ def test_xgrammar_accepts_required_keys_it_would_read_as_forbidden() -> None:
     call = '{"p": {"a": [2]}}'
     assert not accepts(xgr.Grammar.from_json_schema(json.dumps(schema)), call)  # its reading
     assert accepts(xgr.Grammar.from_json_schema(json.dumps(declare_required(schema))), call)
+
+
+_FORMATS = ["HERMES", "QWEN_XML", "PYTHONIC", "MISTRAL_LIST", "MISTRAL_ARGS", "GRANITE",
+            "HARMONY", "DEEPSEEK_V3", "LLAMA3_JSON", "FUNCTIONGEMMA"]  # fmt: skip
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("xgrammar") is None, reason="xgrammar (a benchmark peer) missing"
+)
+@pytest.mark.parametrize("name", _FORMATS)
+def test_every_formats_calls_pass_its_structural_tag(name: str) -> None:
+    """The renderer's calls of every format pass XGrammar's structural-tag API, one and two
+    per turn, after free text in "auto"; a bad argument never does."""
+    import xgrammar as xgr
+    from xgrammar.testing import _is_grammar_accept_string as accepts
+
+    from sdk.backends.openai import structural_tag_for
+    from sdk.decoding import formats as F
+    from sdk.decoding.formats import format_traits
+
+    fmt = getattr(F, name)
+    tools = [as_tool(get_weather), as_tool(add)]
+    call = fmt.render_call("get_weather", {"city": "Paris"})
+    two = fmt.render_calls([("get_weather", {"city": "Oslo"}), ("add", {"a": 1, "b": 2})])
+    bad = fmt.render_call("add", {"a": "x", "b": 2})
+    for choice in ("auto", "required"):
+        request = TurnRequest(
+            messages=(Message.user("x"),), tools=tools, tool_choice=choice, fmt=fmt
+        )
+        turn = build_turn_grammar(tools, choice, None, fmt)
+        grammar = xgr.Grammar.from_structural_tag(json.dumps(structural_tag_for(request, turn)))
+        assert accepts(grammar, call), (choice, call)
+        assert accepts(grammar, two), (choice, two)
+        if choice == "auto":
+            assert accepts(grammar, "Let me check.\n" + call) or format_traits(fmt).whole_reply
+        if not (choice == "auto" and format_traits(fmt).whole_reply):  # any text, by design
+            assert not accepts(grammar, bad), (choice, bad)

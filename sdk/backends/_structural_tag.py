@@ -13,6 +13,7 @@ or anything), which means the same thing and reads the same there.
 from __future__ import annotations
 
 import copy
+import json
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -70,36 +71,124 @@ def structural_tag_for(
     request: TurnRequest, grammar: TurnGrammar, parallel_tool_calls: bool = True
 ) -> dict[str, Any] | None:
     """The turn's calls as an XGrammar structural tag: any text until the format's opener, then
-    one tag per tool the turn may call, its begin the call's text up to the arguments (as the
-    format writes it), its content the tool's parameter schema (`declare_required`), its end
-    the rest of the call. `"required"` and a named tool need at least one call; parallel calls
-    off stops after the first. None where the turn offers no call."""
+    the calls as the format writes them. Each call is a tag: its begin the call's text up to
+    the arguments, its content the tool's parameter schema (`declare_required`) where the
+    format writes JSON arguments, else the arguments' grammar in the format's surface (EBNF,
+    the GBNF export), its end the rest of the call. Formats that write a turn's calls in one
+    envelope (a list after a marker) make the envelope the tag and its calls tags with a
+    separator; a format whose reply is calls or text (pythonic) takes any text or the
+    envelope. `"required"` and a named tool need at least one call; parallel calls off stops
+    after the first. None where the turn offers no call. Raises `ConfigError` for a format
+    whose calls have no such form."""
+    from sdk.decoding.formats import CallFormat, format_traits
+
     if grammar.mode == "none" or not grammar.tool_names:
         return None
     fmt = request.fmt
-    tags = []
-    for spec in request.tools:
-        function = spec.to_openai()["function"]
-        if function["name"] not in grammar.tool_names:
-            continue
-        text = fmt.render_call(function["name"], {})
-        cut = text.rindex("{}")  # the empty arguments object: what the schema fills
-        schema = declare_required(function["parameters"])
-        tags.append(
-            {
-                "type": "tag",
-                "begin": text[:cut],
-                "content": {"type": "json_schema", "json_schema": schema},
-                "end": text[cut + 2 :],
-            }
-        )
-    return {
-        "type": "structural_tag",
-        "format": {
-            "type": "triggered_tags",
-            "triggers": [fmt.opener],
-            "tags": tags,
-            "at_least_one": grammar.mode == "required",
-            "stop_after_first": not parallel_tool_calls,
-        },
+    traits = format_traits(fmt)
+    tags = [
+        _call_tag(fmt, spec.to_openai()["function"], traits)
+        for spec in request.tools
+        if spec.to_openai()["function"]["name"] in grammar.tool_names
+    ]
+    required = grammar.mode == "required"
+    single = not parallel_tool_calls
+    envelope = getattr(type(fmt), "calls_rule", CallFormat.calls_rule) is not CallFormat.calls_rule
+    if not envelope:
+        return _structural(_triggered([fmt.opener], tags, required, single))
+    pre, sep, post = _envelope_parts(fmt)
+    inner = {
+        "type": "tags_with_separator",
+        "tags": tags,
+        "separator": sep,
+        "at_least_one": True,
+        "stop_after_first": single,
     }
+    outer = {"type": "tag", "begin": pre, "content": inner, "end": post}
+    if traits.whole_reply:  # calls or text, never both
+        if required:
+            return _structural(outer)
+        return _structural({"type": "or", "elements": [outer, {"type": "any_text"}]})
+    return _structural(_triggered([fmt.opener], [outer], required, single))
+
+
+def _structural(fmt: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "structural_tag", "format": fmt}
+
+
+def _triggered(
+    triggers: list[str], tags: list[dict[str, Any]], required: bool, single: bool
+) -> dict[str, Any]:
+    return {
+        "type": "triggered_tags",
+        "triggers": triggers,
+        "tags": tags,
+        "at_least_one": required,
+        "stop_after_first": single,
+    }
+
+
+_HOLE = "structural_hole"
+
+
+def _call_tag(fmt: Any, function: dict[str, Any], traits: Any) -> dict[str, Any]:
+    """One tool's call as a tag (see `structural_tag_for`)."""
+    name, schema = function["name"], function["parameters"]
+    if traits.body == "named":
+        begin, end = _around(fmt.named_call_rule(name, _HOLE), fmt)
+    else:
+        before, after = _around(fmt.call_rule(_HOLE), fmt)
+        body = fmt.body_text(name, {})
+        cut = body.rindex("{}")  # the empty arguments object: what the schema fills
+        begin, end = before + body[:cut], body[cut + 2 :] + after
+    json_args = traits.surface == "json" and not (traits.body != "named" and traits.extra_members)
+    if json_args:
+        content: dict[str, Any] = {"type": "json_schema", "json_schema": declare_required(schema)}
+    else:
+        from sdk.decoding.turn_grammar import arguments_lark
+        from sdk.engine.gbnf import lark_to_gbnf
+
+        lark = arguments_lark(schema, fmt, extras=traits.body != "named")
+        content = {"type": "grammar", "grammar": lark_to_gbnf(lark)}
+    return {"type": "tag", "begin": begin, "content": content, "end": end}
+
+
+_LITERAL = re.compile(r'\s*("(?:\\.|[^"\\])*")')
+
+
+def _literals(text: str, fmt: Any) -> str:
+    """The text a run of Lark string literals spells (ConfigError for anything else)."""
+    out, at = [], 0
+    while at < len(text.rstrip()):
+        m = _LITERAL.match(text, at)
+        if m is None:
+            from sdk.errors import ConfigError
+
+            raise ConfigError(
+                f"constraint='structural_tag': the calls of {type(fmt).__name__} are not "
+                f"literal text around their arguments ({text.strip()!r}); use a grammar "
+                "constraint ('gbnf', 'lark')"
+            )
+        out.append(json.loads(m.group(1)))
+        at = m.end()
+    return "".join(out)
+
+
+def _around(rule: str, fmt: Any) -> tuple[str, str]:
+    """The literal text before and after the one hole of a format's call rule."""
+    before, hole, after = rule.partition(_HOLE)
+    if not hole or _HOLE in after:
+        return _literals(rule + " ?", fmt), ""  # raises: no single hole
+    return _literals(before, fmt), _literals(after, fmt)
+
+
+def _envelope_parts(fmt: Any) -> tuple[str, str, str]:
+    """The text before a turn's calls, between two of them and after them, from the
+    format's `calls_rule` (`PRE call (SEP call)* POST`)."""
+    rule = fmt.calls_rule(_HOLE, True)
+    m = re.fullmatch(
+        rf"(?P<pre>.*?){_HOLE}\s*\((?P<sep>.*?){_HOLE}\s*\)\*(?P<post>.*)", rule.strip(), re.S
+    )
+    if m is None:
+        return _literals(rule + " ?", fmt), "", ""  # raises
+    return _literals(m["pre"], fmt), _literals(m["sep"], fmt), _literals(m["post"], fmt)

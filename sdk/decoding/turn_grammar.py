@@ -52,6 +52,7 @@ __all__ = [
     "ToolChoice",
     "ToolSpec",
     "TurnGrammar",
+    "arguments_lark",
     "build_turn_grammar",
     "call_body_schema",
     "prefix_lark_names",
@@ -425,6 +426,33 @@ def _call_body(
     turn.lines.append(
         f"cb_start: LBRACE {const('name')} COLON ({' | '.join(variants)}){extras} RBRACE"
     )
+
+
+def arguments_lark(schema: Any, fmt: ToolCallFormat, *, extras: bool = False) -> str:
+    """One tool's arguments as a whole Lark grammar, as the format's calls hold them (its
+    surface, layout and reserved texts); `extras`: then the format's optional extra members
+    (Mistral's call id), as the call object continues after the arguments. For servers that
+    take a grammar per call (`constraint="structural_tag"`)."""
+    traits = format_traits(fmt)
+    declared = traits.surface
+    surface = cast(
+        'Literal["json", "python", "xml", "gemma"]',
+        declared if declared in ("python", "xml", "gemma") else "json",
+    )
+    reserved = [t for t in (traits.closer, *traits.reserved) if t]
+    parts = _Parts(format_style(fmt))
+    start = parts.piece(schema, reserved, surface)
+    tail = ""
+    if extras and traits.extra_members:
+        kept = _checked_reserved(reserved)
+        parts.punct |= {"COMMA", "COLON"}
+        for k, (key, sub) in enumerate(traits.extra_members.items()):
+            symbol, defs = string_constant(key, kept, f"EXTRA_KEY{k}")
+            parts.lines += defs.lines
+            parts.statements.update(defs.statements)
+            tail += f" (COMMA {symbol} COLON {parts.piece(sub, kept)})?"
+    parts.lines.insert(0, f"start: {start}{tail}")
+    return parts.text()
 
 
 # ------------------------------------------------------------------------------ entry point
