@@ -7,7 +7,6 @@ from __future__ import annotations
 import gc
 import weakref
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -17,6 +16,7 @@ from sdk.decoding.turn_grammar import build_turn_grammar
 from sdk.engine.compiler import GrammarCompiler, Limits, default_compiler
 from sdk.errors import ConfigError, TooComplexError
 from tests._oracle import ByteIndex
+from tests._specs import Spec
 
 
 @pytest.fixture
@@ -66,18 +66,9 @@ def test_set_limits_takes_limits(compiler: GrammarCompiler) -> None:
         compiler.set_limits({"stack_depth": 10})  # type: ignore[arg-type]
 
 
-@dataclass
-class _Spec:
-    name: str
-    json_schema: dict[str, Any]
-
-    def to_openai(self) -> dict[str, Any]:
-        return {}
-
-
 def test_turn_grammars_live_in_the_budgeted_tables(compiler: GrammarCompiler) -> None:
     schema = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
-    tools = [_Spec("search_budgeted", schema)]
+    tools = [Spec("search_budgeted", schema)]
     first = build_turn_grammar(tools, "required", None, HERMES)
     assert build_turn_grammar(tools, "required", None, HERMES) is first
     assert compiler.cache_usage()["turn grammars"][0] >= 1

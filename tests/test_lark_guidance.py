@@ -14,21 +14,13 @@ import pytest
 from sdk.decoding import formats as F
 from sdk.decoding.turn_grammar import build_turn_grammar
 from sdk.engine.lark_guidance import lark_for_guidance
+from tests._specs import Spec
 
 SCHEMA = {
     "type": "object",
     "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
     "required": ["city"],
 }
-
-
-@dataclass
-class Spec:
-    name: str
-    json_schema: dict[str, Any]
-
-    def to_openai(self) -> dict[str, Any]:
-        return {}
 
 
 TOOLS = [Spec("get_weather", SCHEMA), Spec("get_time", {"type": "object", "properties": {}})]

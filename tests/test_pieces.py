@@ -4,7 +4,6 @@ grammars without compiling a schema again."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import pytest
@@ -22,6 +21,7 @@ from sdk.tools import as_tool, tool
 from tests._data import maskbench_sample
 from tests._oracle import engine_accepts
 from tests._schema_fuzz import schemas
+from tests._specs import Spec
 
 Layout = tuple[Literal["compact", "spaced", "flexible"], tuple[str, ...], str]
 LAYOUTS: list[Layout] = [
@@ -86,15 +86,6 @@ def test_a_key_holding_a_reserved_text_gets_a_piece_of_its_own() -> None:
     fitted = schema_piece(schema, reserved=["@@"])
     assert fitted.namespace != plain.namespace
     _same_as_compile_schema(schema, "compact", ("@@",), "json")
-
-
-@dataclass
-class Spec:
-    name: str
-    json_schema: dict[str, Any]
-
-    def to_openai(self) -> dict[str, Any]:
-        return {}
 
 
 def _misses() -> int:

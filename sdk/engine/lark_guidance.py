@@ -17,7 +17,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from sdk.errors import GrammarError
 
@@ -153,52 +153,29 @@ def _opener_split(body: str) -> tuple[str, str] | None:
     return opener, " | ".join(rest)
 
 
-def _top_level_alternatives(body: str) -> list[str]:
-    out, depth, start, k = [], 0, 0, 0
-    while k < len(body):
-        c = body[k]
-        if c == '"':
-            m = _STRING.match(body, k)
-            k = m.end() if m else k + 1
+def _scan(text: str) -> Iterator[tuple[int, str, int]]:
+    """(position, character, depth of parentheses after it) of each character outside
+    string literals and regexes."""
+    depth, k = 0, 0
+    while k < len(text):
+        c = text[k]
+        m = _STRING.match(text, k) if c == '"' else _REGEX.match(text, k) if c == "/" else None
+        if m is not None:
+            k = m.end()
             continue
-        if c == "/":
-            m = _REGEX.match(body, k)
-            k = m.end() if m else k + 1
-            continue
-        if c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif c == "|" and depth == 0:
-            out.append(body[start:k])
-            start = k + 1
+        depth += (c == "(") - (c == ")")
+        yield k, c, depth
         k += 1
-    out.append(body[start:])
-    return out
+
+
+def _top_level_alternatives(body: str) -> list[str]:
+    cuts = [k for k, c, depth in _scan(body) if c == "|" and depth == 0]
+    return [body[i + 1 : j] for i, j in zip([-1, *cuts], [*cuts, len(body)], strict=True)]
 
 
 def _closes_at_end(text: str) -> bool:
     """Whether the parenthesis opening `text` is the one closing it."""
-    return len(_top_level_alternatives(text[1:-1])) >= 1 and _depth_zero_inside(text[1:-1])
-
-
-def _depth_zero_inside(text: str) -> bool:
-    depth = 0
-    k = 0
-    while k < len(text):
-        c = text[k]
-        if c == '"':
-            m = _STRING.match(text, k)
-            k = m.end() if m else k + 1
-            continue
-        if c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth < 0:
-                return False
-        k += 1
-    return depth == 0
+    return all(depth >= 1 for k, _, depth in _scan(text) if k < len(text) - 1)
 
 
 def _has_look(node: rx.Node) -> bool:
