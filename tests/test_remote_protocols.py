@@ -297,3 +297,37 @@ def test_every_formats_calls_pass_its_structural_tag(name: str) -> None:
             assert accepts(grammar, "Let me check.\n" + call) or format_traits(fmt).whole_reply
         if not (choice == "auto" and format_traits(fmt).whole_reply):  # any text, by design
             assert not accepts(grammar, bad), (choice, bad)
+
+
+@pytest.mark.parametrize("name", _FORMATS)
+def test_every_formats_structural_tag_frames_its_calls(name: str) -> None:
+    """Without a server engine: each call tag (inside its envelope, where the format has one)
+    begins and ends as the renderer's call does, its content a JSON Schema for JSON arguments
+    and a grammar otherwise, and the tag is JSON."""
+    from sdk.backends.openai import structural_tag_for
+    from sdk.decoding import formats as F
+    from sdk.decoding.formats import format_traits
+
+    fmt = getattr(F, name)
+    tools = [as_tool(get_weather), as_tool(add)]
+    request = TurnRequest(messages=(Message.user("x"),), tools=tools, tool_choice="auto", fmt=fmt)
+    tag = structural_tag_for(request, build_turn_grammar(tools, "auto", None, fmt))
+    assert tag is not None
+    json.dumps(tag)
+    node = tag["format"]
+    pre = post = ""
+    if node["type"] == "or":  # calls or any text (a whole-reply format)
+        node = node["elements"][0]
+    if node["type"] == "triggered_tags":
+        assert node["triggers"] == [fmt.opener]
+        node = (
+            node["tags"][0] if node["tags"][0]["content"]["type"] == "tags_with_separator" else node
+        )
+    if node["type"] == "tag":  # an envelope of calls
+        pre, post, node = node["begin"], node["end"], node["content"]
+    weather = next(t for t in node["tags"] if "get_weather" in t["begin"])
+    call = fmt.render_call("get_weather", {"city": "Paris"})
+    assert call.startswith(pre + weather["begin"]), (call, pre + weather["begin"])
+    assert call.endswith(weather["end"] + post), (call, weather["end"] + post)
+    json_args = format_traits(fmt).surface == "json" and name != "MISTRAL_LIST"
+    assert weather["content"]["type"] == ("json_schema" if json_args else "grammar")
