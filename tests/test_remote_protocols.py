@@ -316,6 +316,8 @@ def test_every_formats_structural_tag_frames_its_calls(name: str) -> None:
     json.dumps(tag)
     node = tag["format"]
     pre = post = ""
+    if node["type"] == "sequence":  # a reasoning span first (Harmony's analysis channel)
+        node = node["elements"][-1]
     if node["type"] == "or":  # calls or any text (a whole-reply format)
         node = node["elements"][0]
     if node["type"] == "triggered_tags":
@@ -331,3 +333,34 @@ def test_every_formats_structural_tag_frames_its_calls(name: str) -> None:
     assert call.endswith(weather["end"] + post), (call, weather["end"] + post)
     json_args = format_traits(fmt).surface == "json" and name != "MISTRAL_LIST"
     assert weather["content"]["type"] == ("json_schema" if json_args else "grammar")
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("xgrammar") is None, reason="xgrammar (a benchmark peer) missing"
+)
+def test_structural_tags_let_a_reasoning_span_come_first() -> None:
+    """A reasoning model's span (opened by the reply, or by the prompt) then its call, also
+    in "required"; with a reasoning budget, free text before a required call; a call written
+    inside the span is no call, so the span alone is no answer to a required turn."""
+    import xgrammar as xgr
+    from xgrammar.testing import _is_grammar_accept_string as accepts
+
+    from sdk.backends.openai import structural_tag_for
+
+    tools = [as_tool(get_weather), as_tool(add)]
+    call = HERMES.render_call("get_weather", {"city": "Paris"})
+    think = HERMES.with_reasoning(("<think>", "</think>"))
+    for choice in ("required", "auto"):
+        request = TurnRequest(
+            messages=(Message.user("x"),), tools=tools, tool_choice=choice, fmt=think
+        )
+        turn = build_turn_grammar(tools, choice, None, think)
+        g = xgr.Grammar.from_structural_tag(json.dumps(structural_tag_for(request, turn)))
+        assert accepts(g, call) and accepts(g, "<think>hm</think>\n" + call)
+        assert accepts(g, "hm, " + call + " is it</think>\n\n" + call)  # opened by the prompt
+        assert accepts(g, "<think>only</think>") == (choice == "auto")
+    request = TurnRequest(messages=(Message.user("x"),), tools=tools, tool_choice="required")
+    free = build_turn_grammar(tools, "required", None, HERMES, reasoning=True)
+    assert free.text_first
+    g = xgr.Grammar.from_structural_tag(json.dumps(structural_tag_for(request, free)))
+    assert accepts(g, "First the city.\n" + call) and not accepts(g, "No call.")

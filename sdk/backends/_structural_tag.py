@@ -94,8 +94,9 @@ def structural_tag_for(
     required = grammar.mode == "required"
     single = not parallel_tool_calls
     envelope = getattr(type(fmt), "calls_rule", CallFormat.calls_rule) is not CallFormat.calls_rule
+    first = _before_calls(traits, grammar)
     if not envelope:
-        return _structural(_triggered([fmt.opener], tags, required, single))
+        return _structural(_triggered([fmt.opener], tags, required, single), first)
     pre, sep, post = _envelope_parts(fmt)
     inner = {
         "type": "tags_with_separator",
@@ -107,13 +108,36 @@ def structural_tag_for(
     outer = {"type": "tag", "begin": pre, "content": inner, "end": post}
     if traits.whole_reply:  # calls or text, never both
         if required:
-            return _structural(outer)
-        return _structural({"type": "or", "elements": [outer, {"type": "any_text"}]})
-    return _structural(_triggered([fmt.opener], [outer], required, single))
+            return _structural(outer, first)
+        return _structural({"type": "or", "elements": [outer, {"type": "any_text"}]}, first)
+    return _structural(_triggered([fmt.opener], [outer], required, single), first)
 
 
-def _structural(fmt: dict[str, Any]) -> dict[str, Any]:
+def _structural(fmt: dict[str, Any], first: list[dict[str, Any]]) -> dict[str, Any]:
+    if first:
+        fmt = {"type": "sequence", "elements": [*first, fmt]}
     return {"type": "structural_tag", "format": fmt}
+
+
+def _before_calls(traits: Any, grammar: TurnGrammar) -> list[dict[str, Any]]:
+    """What the turn may write before its calls: the format's reasoning span (its start
+    marker left out where the prompt opened it; the span's text is free, a call in it is
+    no call), then blanks; or, in a `"required"` turn with a reasoning budget, free text
+    until the opener (triggered tags with at least one call take none)."""
+    if traits.reasoning:
+        start, end = traits.reasoning
+        span = [
+            {"type": "optional", "content": {"type": "const_string", "value": start}},
+            {"type": "any_text"},
+            {"type": "const_string", "value": end},
+        ]
+        return [
+            {"type": "optional", "content": {"type": "sequence", "elements": span}},
+            {"type": "regex", "pattern": r"\s*"},
+        ]
+    if grammar.text_first:
+        return [{"type": "any_text"}]
+    return []
 
 
 def _triggered(

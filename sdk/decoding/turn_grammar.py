@@ -82,6 +82,8 @@ class TurnGrammar:
     compiled: CompiledGrammar | None
     tool_names: tuple[str, ...]
     has_output: bool
+    #: a `"required"` turn that may open with free text (a reasoning budget: `reasoning=`)
+    text_first: bool = False
 
     @property
     def constrained(self) -> bool:
@@ -525,7 +527,8 @@ def build_turn_grammar(
     parts = _turn_parts(tools, mode, output_schema, fmt, parallel_tool_calls, reasoning)
     text = parts.text()
     compiled = CompiledGrammar.from_lark(text, statements=parts.statements)
-    turn = TurnGrammar(mode, text, compiled, names, output_schema is not None)
+    text_first = reasoning and mode == "required"
+    turn = TurnGrammar(mode, text, compiled, names, output_schema is not None, text_first)
     _log.debug(
         "turn grammar: compiled (%s, %d tools, %d chars of Lark) in %.3f s",
         mode,
