@@ -364,3 +364,51 @@ def test_structural_tags_let_a_reasoning_span_come_first() -> None:
     assert free.text_first
     g = xgr.Grammar.from_structural_tag(json.dumps(structural_tag_for(request, free)))
     assert accepts(g, "First the city.\n" + call) and not accepts(g, "No call.")
+
+
+def test_legacy_structural_tags_have_the_shape_older_sglang_takes() -> None:
+    """`tag_shape="legacy"`: the response format SGLang's pinned model declares (structures of
+    begin, schema and end; triggers); a format whose calls are no single JSON object after
+    their trigger is refused with a typed error, never sent half-right."""
+    from sdk.decoding import formats as F
+    from sdk.errors import ConfigError
+
+    shape = PROTOCOLS["sglang"]["structural_tag"]
+    model = OpenAIChatModel(
+        "http://server/v1", "m", constraint="structural_tag", tag_shape="legacy"
+    )
+    tools = [as_tool(get_weather), as_tool(add)]
+    for choice in ("auto", "required", "add"):
+        request = TurnRequest(messages=(Message.user("x"),), tools=tools, tool_choice=choice)
+        body = model.build_request(request, build_turn_grammar(tools, choice), max_tokens=8)
+        tag = body["response_format"]
+        assert sorted(tag) == sorted(shape["fields"]) and tag["triggers"] == ["<tool_call>"]
+        for s in tag["structures"]:
+            assert sorted(s) == sorted(shape["structure"]["fields"])
+        assert len(tag["structures"]) == (1 if choice == "add" else 2)
+    for name in ("QWEN_XML", "MISTRAL_LIST", "PYTHONIC"):
+        fmt = getattr(F, name)
+        request = TurnRequest(
+            messages=(Message.user("x"),), tools=tools, tool_choice="auto", fmt=fmt
+        )
+        with pytest.raises(ConfigError, match="tag_shape='legacy'"):
+            model.build_request(request, build_turn_grammar(tools, "auto", None, fmt), max_tokens=8)
+    with pytest.raises(ValueError, match="tag_shape"):
+        OpenAIChatModel("http://server/v1", "m", constraint="structural_tag", tag_shape="new")  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("xgrammar") is None, reason="xgrammar (a benchmark peer) missing"
+)
+def test_xgrammar_reads_legacy_structural_tags_as_one_call_per_trigger() -> None:
+    import xgrammar as xgr
+    from xgrammar.testing import _is_grammar_accept_string as accepts
+
+    from sdk.backends.openai import legacy_structural_tag
+
+    tag = legacy_structural_tag(_tag("auto"), HERMES)
+    items = [xgr.StructuralTagItem(**s) for s in tag["structures"]]
+    grammar = xgr.Grammar.from_structural_tag(items, tag["triggers"])
+    call = HERMES.render_call("get_weather", {"city": "Paris"})
+    assert accepts(grammar, call) and accepts(grammar, "Sure.\n" + call)
+    assert not accepts(grammar, HERMES.render_call("add", {"a": "x", "b": 2}))

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from sdk.decoding.generate import TurnRequest
     from sdk.decoding.turn_grammar import TurnGrammar
 
-__all__ = ["declare_required", "structural_tag_for"]
+__all__ = ["declare_required", "legacy_structural_tag", "structural_tag_for"]
 
 _SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
 _SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
@@ -216,3 +216,27 @@ def _envelope_parts(fmt: Any) -> tuple[str, str, str]:
     if m is None:
         return _literals(rule + " ?", fmt), "", ""  # raises
     return _literals(m["pre"], fmt), _literals(m["sep"], fmt), _literals(m["post"], fmt)
+
+
+def legacy_structural_tag(tag: dict[str, Any], fmt: Any) -> dict[str, Any]:
+    """`tag` in the shape older SGLang takes (`structures` of begin, JSON Schema, end, and
+    `triggers`): any text, and after a trigger one of the structures. Looser than `tag`: at
+    least one call, one call at most and a reasoning span first are not said (the agent
+    checks them after the turn). `ConfigError` where a call is not one JSON object after a
+    trigger (an envelope of several calls, arguments in another syntax)."""
+    node = tag["format"]
+    if node["type"] == "sequence":  # what may come first is any text there
+        node = node["elements"][-1]
+    tags = node.get("tags") if node["type"] == "triggered_tags" else None
+    if not tags or any(t["type"] != "tag" or t["content"]["type"] != "json_schema" for t in tags):
+        from sdk.errors import ConfigError
+
+        raise ConfigError(
+            f"tag_shape='legacy' holds one JSON call per trigger; the calls of "
+            f"{type(fmt).__name__} are not (an envelope of several calls, or arguments that "
+            "are not JSON): use tag_shape='format' or a grammar constraint"
+        )
+    structures = [
+        {"begin": t["begin"], "schema": t["content"]["json_schema"], "end": t["end"]} for t in tags
+    ]
+    return {"type": "structural_tag", "structures": structures, "triggers": node["triggers"]}

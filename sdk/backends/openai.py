@@ -45,7 +45,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from sdk.backends._structural_tag import structural_tag_for
+from sdk.backends._structural_tag import legacy_structural_tag, structural_tag_for
 from sdk.decoding.formats import ParsedCall, openai_message
 from sdk.decoding.generate import SamplingConfig, TurnOutput, TurnRequest
 from sdk.errors import RemoteModelError, RemoteTimeoutError, UnexpectedModelBehavior
@@ -61,6 +61,7 @@ __all__ = [
     "OpenAIChatModel",
     "RemoteModelError",
     "RemoteTimeoutError",
+    "legacy_structural_tag",
     "structural_tag_for",
 ]
 
@@ -88,6 +89,11 @@ class OpenAIChatModel:
     constraint: how turns are constrained on the server (see the module docstring).
     grammar_field: where the grammar goes for "gbnf"/"lark": a request field, dotted for
         nesting ("grammar", "ebnf", "structured_outputs.grammar", "guided_grammar").
+    tag_shape: the structural tag's shape for "structural_tag": "format" (XGrammar's
+        `format` tree: vLLM, recent SGLang) or "legacy" (`structures` and `triggers`, the
+        only shape older SGLang takes: one JSON call per trigger, so the text around calls,
+        at least one call and one call at most are left to the agent; a format whose calls
+        are not one JSON object each gets a `ConfigError`).
     timeout: seconds per HTTP request (connect, read, write, pool).
     max_retries: retries of one request on connection errors, timeouts, 429 and 5xx.
     backoff: first retry delay in seconds (doubles each retry, capped at 8 s).
@@ -104,6 +110,7 @@ class OpenAIChatModel:
         api_key: str | None = None,
         constraint: Constraint = "json_schema",
         grammar_field: str | None = None,
+        tag_shape: Literal["format", "legacy"] = "format",
         timeout: float = 120.0,
         max_retries: int = 2,
         backoff: float = 0.5,
@@ -116,6 +123,9 @@ class OpenAIChatModel:
             raise ValueError(f"constraint={constraint!r}: expected one of {list(_CONSTRAINTS)}")
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
+        if tag_shape not in ("format", "legacy"):
+            raise ValueError(f"tag_shape={tag_shape!r}: expected 'format' or 'legacy'")
+        self.tag_shape = tag_shape
         self.base_url = base_url.rstrip("/")
         self.model_name = model
         self.api_key = api_key
@@ -362,6 +372,8 @@ class OpenAIChatModel:
                 _put(body, self.grammar_field, text)
         elif self.constraint == "structural_tag":
             tag = structural_tag_for(request, grammar, parallel_tool_calls)
+            if tag is not None and self.tag_shape == "legacy":
+                tag = legacy_structural_tag(tag, request.fmt)
             if tag is not None:
                 body["response_format"] = tag
             elif grammar.mode == "output" and request.output_schema is not None:
