@@ -568,3 +568,13 @@ def test_concurrency_bench_compares_the_modes_on_the_real_model(
     text = capsys.readouterr().out
     assert "KV memory: peak" in text and "soak: 2 runs" in text
     assert "'rows': 0" in text  # the soak's batch emptied
+
+
+def test_turns_bench_pays_no_schema_compile(capsys: pytest.CaptureFixture[str]) -> None:
+    """Tools defined by `@tool` (here `Tool.from_model`) have their pieces: the turn grammars
+    built over them compile no schema, however often the turn cache is emptied."""
+    assert bench_main(["turns", "--tools", "3", "--repeats", "2", "--json"]) == 0
+    out = capsys.readouterr().out
+    got = json.loads(out.split("BENCH_JSON ", 1)[1])
+    assert got["tools"] == 3 and got["repeats"] == 2 and got["schema_compiles"] == 0
+    assert got["median_ms"] > 0 and got["lark_chars"] > 0

@@ -24,6 +24,8 @@ subcommands:
   servers         the grammars the remote backend sends, compiled by each server's engine
                   (llama.cpp, XGrammar, llguidance) and judged against our matcher; see
                   `servers --help`
+  turns           a turn grammar over tools already defined: build time, schema compiles
+                  paid; see `turns --help`
 """
 
 
@@ -76,6 +78,12 @@ def _servers(argv: list[str]) -> int:
     return main(argv)
 
 
+def _turns(argv: list[str]) -> int:
+    from .turns import main
+
+    return main(argv)
+
+
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "maskbench": _maskbench,
     "e2e": _e2e,
@@ -85,6 +93,7 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "loop": _loop,
     "backends": _backends,
     "servers": _servers,
+    "turns": _turns,
 }
 
 
