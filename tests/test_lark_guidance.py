@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from sdk.decoding import formats as F
+from sdk.decoding.call_style import FLEXIBLE
 from sdk.decoding.turn_grammar import build_turn_grammar
 from sdk.engine.lark_guidance import lark_for_guidance
 from tests._specs import Spec
@@ -24,7 +25,7 @@ SCHEMA = {
 
 
 TOOLS = [Spec("get_weather", SCHEMA), Spec("get_time", {"type": "object", "properties": {}})]
-FORMATS = ["HERMES", "QWEN_XML", "MISTRAL_LIST", "GRANITE", "DEEPSEEK_V3", "HARMONY"]
+FORMATS = ["HERMES", "QWEN_XML", "MISTRAL_LIST", "GRANITE", "DEEPSEEK_V3", "HARMONY", "LLAMA3_JSON"]
 
 
 def _turns() -> list[tuple[str, str, Any]]:
@@ -68,7 +69,11 @@ def test_a_reasoning_span_without_its_marker_is_reported(
 def test_a_rule_that_opens_with_no_literal_keeps_its_text_greedy(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    turn = build_turn_grammar(TOOLS, "auto", None, F.LLAMA3_JSON)
+    """Llama 3's bare JSON calls open with `{"name": ` (a terminal defined as one string, then
+    strings: the lazy text ends there); laid out with flexible whitespace, `{` is a regex."""
+    text = lark_for_guidance(build_turn_grammar(TOOLS, "auto", None, F.LLAMA3_JSON).lark or "")
+    assert 'HEAD_CALL: HEAD? "{\\"name\\": "' in text
+    turn = build_turn_grammar(TOOLS, "auto", None, F.LLAMA3_JSON.with_style(FLEXIBLE))
     with caplog.at_level("WARNING", logger="sdk.engine"):
         text = lark_for_guidance(turn.lark)
     assert "[lazy]" not in text

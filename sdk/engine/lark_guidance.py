@@ -106,7 +106,8 @@ def _lazy_text(text: str) -> str:
         shape = next((s for s in _SHAPES if s[0].format(u=unit) in start), None)
         if shape is None or unit not in at:
             continue
-        split = _opener_split(lines[at[unit]].split(":", 1)[1])
+        defs = {line.split(":", 1)[0]: line.split(":", 1)[1] for line in lines if ":" in line}
+        split = _opener_split(defs[unit], defs)
         if split is None:
             _log.warning(
                 "llguidance grammar: the %s rule opens with no literal; free text before it "
@@ -128,21 +129,25 @@ def _lazy_text(text: str) -> str:
     return text
 
 
-def _opener_split(body: str) -> tuple[str, str] | None:
+def _opener_split(body: str, defs: dict[str, str]) -> tuple[str, str] | None:
     """The literal every alternative of a rule opens with (the call's opener and what the
-    alternatives share after it), and the rule without it; None where one opens otherwise."""
-    alts = _top_level_alternatives(body.strip())
+    alternatives share after it), and the rule without it; None where one opens otherwise.
+    A body that is one rule's name is that rule's body (`call: cb_start`), and a terminal
+    defined as one string (`LBRACE: "{"`) counts as that string."""
+    body = body.strip()
+    for _ in range(4):
+        if not re.fullmatch(r"[a-z_][a-z0-9_]*", body) or body not in defs:
+            break
+        body = defs[body].strip()
     firsts: list[str] = []
     tails: list[str] = []
-    for alt in alts:
+    for alt in _top_level_alternatives(body):
         inner = alt.strip()
         if inner.startswith("(") and inner.endswith(")") and _closes_at_end(inner):
             inner = inner[1:-1].strip()
-        m = _STRING.match(inner)
-        if m is None:
-            return None
-        firsts.append(ast.literal_eval(m.group(0)))
-        tails.append(inner[m.end() :].strip())
+        first, tail = _leading_text(inner, defs)
+        firsts.append(first)
+        tails.append(tail)
     opener = os.path.commonprefix(firsts)
     if not opener:
         return None
@@ -151,6 +156,25 @@ def _opener_split(body: str) -> tuple[str, str] | None:
         lead = first[len(opener) :]
         rest.append("(" + " ".join(p for p in (json.dumps(lead) if lead else "", tail) if p) + ")")
     return opener, " | ".join(rest)
+
+
+_ITEM = re.compile(r'\s*(?:("(?:\\.|[^"\\])*")|([A-Z_][A-Z0-9_]*)(?![A-Za-z0-9_]))')
+
+
+def _leading_text(expansion: str, defs: dict[str, str]) -> tuple[str, str]:
+    """The text the items at the head of `expansion` spell when each is a string or a
+    terminal defined as one (and what follows them)."""
+    text, at = "", 0
+    while True:
+        m = _ITEM.match(expansion, at)
+        if m is None:
+            break
+        literal = m.group(1) or defs.get(m.group(2) or "", "").strip()
+        if not _STRING.fullmatch(literal) or expansion[m.end() : m.end() + 1] in "?*+~":
+            break
+        text += ast.literal_eval(literal)
+        at = m.end()
+    return text, expansion[at:].strip()
 
 
 def _scan(text: str) -> Iterator[tuple[int, str, int]]:
