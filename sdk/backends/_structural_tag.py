@@ -180,19 +180,22 @@ def _call_tag(fmt: Any, function: dict[str, Any], traits: Any) -> dict[str, Any]
 _LITERAL = re.compile(r'\s*("(?:\\.|[^"\\])*")')
 
 
+def _no_form(fmt: Any, text: str) -> Exception:
+    from sdk.errors import ConfigError
+
+    return ConfigError(
+        f"constraint='structural_tag': the calls of {type(fmt).__name__} are not literal text "
+        f"around their arguments ({text.strip()!r}); use a grammar constraint ('gbnf', 'lark')"
+    )
+
+
 def _literals(text: str, fmt: Any) -> str:
     """The text a run of Lark string literals spells (ConfigError for anything else)."""
     out, at = [], 0
     while at < len(text.rstrip()):
         m = _LITERAL.match(text, at)
         if m is None:
-            from sdk.errors import ConfigError
-
-            raise ConfigError(
-                f"constraint='structural_tag': the calls of {type(fmt).__name__} are not "
-                f"literal text around their arguments ({text.strip()!r}); use a grammar "
-                "constraint ('gbnf', 'lark')"
-            )
+            raise _no_form(fmt, text)
         out.append(json.loads(m.group(1)))
         at = m.end()
     return "".join(out)
@@ -202,7 +205,7 @@ def _around(rule: str, fmt: Any) -> tuple[str, str]:
     """The literal text before and after the one hole of a format's call rule."""
     before, hole, after = rule.partition(_HOLE)
     if not hole or _HOLE in after:
-        return _literals(rule + " ?", fmt), ""  # raises: no single hole
+        raise _no_form(fmt, rule)
     return _literals(before, fmt), _literals(after, fmt)
 
 
@@ -214,7 +217,7 @@ def _envelope_parts(fmt: Any) -> tuple[str, str, str]:
         rf"(?P<pre>.*?){_HOLE}\s*\((?P<sep>.*?){_HOLE}\s*\)\*(?P<post>.*)", rule.strip(), re.S
     )
     if m is None:
-        return _literals(rule + " ?", fmt), "", ""  # raises
+        raise _no_form(fmt, rule)
     return _literals(m["pre"], fmt), _literals(m["sep"], fmt), _literals(m["post"], fmt)
 
 

@@ -26,7 +26,7 @@ from lark.grammar import NonTerminal, Terminal
 from . import _trees
 from ._emit import PUNCT, lark_regex, punct_literal, subtracted
 from ._leaves import is_plain_key, literal_string
-from .compiler import SchemaGrammar, check_separators, compile_parts
+from .compiler import _SEPARATORS, SchemaGrammar, check_separators, compile_parts
 
 __all__ = [
     "Definitions",
@@ -107,7 +107,7 @@ def punct_definitions(
 ) -> Definitions:
     """The punctuation terminals `names` (`LBRACE`, `COMMA`, ...) in one layout, as
     `compile_schema(whitespace=, separators=)` writes them."""
-    item, key = separators_of(whitespace, separators)
+    item, key = check_separators(separators or _SEPARATORS[whitespace])
     fixed = {",": item, ":": key}
     lines: list[str] = []
     statements: dict[str, Any] = {}
@@ -250,10 +250,3 @@ def _renamed(node: Any, ns: str) -> Any:
     if isinstance(node, Token) and node.type in ("RULE", "TERMINAL"):
         return Token(node.type, _renamed_name(str(node), ns))
     return node
-
-
-def separators_of(whitespace: Whitespace, separators: tuple[str, str] | None) -> tuple[str, str]:
-    """The `(item, key)` separators of a layout (checked as `compile_schema` checks them)."""
-    if separators is not None:
-        return check_separators(separators)
-    return (", ", ": ") if whitespace == "spaced" else (",", ":")
