@@ -153,3 +153,44 @@ def test_structural_tags_are_only_ever_looser(bfcl_dir: Path, ours: servers.Ours
     assert (
         servers.compare(iter([maskbench]), ours, {"tag": StructuralTagJudge()})["tag"].grammars == 0
     )  # not a turn grammar: no tag to send
+
+
+def test_vllm_reads_gbnf_as_ebnf_and_converts_what_looks_like_lark() -> None:
+    """vLLM's xgrammar backend: text with a `::=` line goes to XGrammar as it is; anything else
+    is converted as vLLM does (rules, `|` lines, single quotes), refusing names it cannot
+    find, which is what becomes of our regex terminals."""
+    from sdk.bench._vllm_lark import looks_like_lark, vllm_lark_to_ebnf
+
+    assert not looks_like_lark('root ::= "a" # start: b')
+    assert looks_like_lark('start: a\n// x ::= y\na: "x"')
+    assert vllm_lark_to_ebnf("?start: a\na: 'x'\n  | \"y\"  // comment\n") == (
+        'root ::= start\nstart ::= a\na ::= "x" | "y"'
+    )
+    with pytest.raises(ValueError, match="not defined"):
+        vllm_lark_to_ebnf("start: /[a-z]+/ B\n")
+    with pytest.raises(ValueError, match="quotes"):
+        vllm_lark_to_ebnf('start: "\\""\n')
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("xgrammar") is None or importlib.util.find_spec("llguidance") is None,
+    reason="xgrammar or llguidance not installed",
+)
+def test_vllm_refuses_our_lark_and_both_fallbacks_are_exact(
+    bfcl_dir: Path, ours: servers.Ours, smollm2_tokenizer: Any
+) -> None:
+    from sdk.bench._server_peers import VllmLarkJudge
+
+    cases = list(servers.bfcl_cases(bfcl_dir, 5, ["multiple"]))
+    tallies = servers.compare(
+        iter(cases),
+        ours,
+        {
+            "x": VllmLarkJudge(smollm2_tokenizer, backend="xgrammar"),
+            "auto": VllmLarkJudge(smollm2_tokenizer, backend="auto"),
+        },
+    )
+    # xgrammar refuses the Lark; the remote backend then sends GBNF, which it reads exactly
+    x, auto = tallies["x"], tallies["auto"]
+    assert x.compiled == x.switched == 4 and not x.refused and x.disagreements == []
+    assert auto.compiled == 4 and auto.switched == 0 and auto.disagreements == []

@@ -539,3 +539,110 @@ def test_maskbench_round_trip_large(smollm2_index: Any) -> None:
     # (the default-run test above also has Earley judge the small ones).
     stats = _maskbench(smollm2_index, 200, seed=11, earley_grammar=0)
     assert stats["mismatches"] == 0, stats["examples"]
+
+
+# ------------------------------------------------------------------------------ server limits
+
+
+def _llama_judge() -> Any:
+    """llama.cpp's own GBNF sampler over the embedded model's vocabulary: accepts(text)."""
+    import ctypes
+    import math
+
+    from sdk.backends.embedded import load_tokenizer, resolve_gguf
+    from sdk.backends.llamacpp import _lib
+
+    lib = _lib()
+    params = lib.llama_model_default_params()
+    params.vocab_only = True
+    model = lib.llama_model_load_from_file(str(resolve_gguf("smollm2")).encode(), params)
+    vocab = lib.llama_model_get_vocab(model)
+    eos = int(lib.llama_vocab_eos(vocab))
+    tok = load_tokenizer("smollm2")
+
+    def allowed(sampler: Any, token: int) -> bool:
+        data = (lib.llama_token_data * 1)()
+        data[0].id, data[0].logit, data[0].p = token, 0.0, 0.0
+        arr = lib.llama_token_data_array(data, 1, -1, False)
+        lib.llama_sampler_apply(sampler, ctypes.byref(arr))
+        return not math.isinf(data[0].logit)
+
+    def judge(gbnf: str) -> Any:
+        sampler = lib.llama_sampler_init_grammar(vocab, gbnf.encode(), b"root")
+        assert sampler, f"llama.cpp refused:\n{gbnf[:2000]}"
+
+        def accepts(text: str) -> bool:
+            lib.llama_sampler_reset(sampler)
+            for token in tok(text, add_special_tokens=False)["input_ids"]:
+                if not allowed(sampler, token):
+                    return False
+                lib.llama_sampler_accept(sampler, token)
+            return allowed(sampler, eos)
+
+        return accepts
+
+    return judge
+
+
+@pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed")
+@pytest.mark.parametrize("lo,hi", [(0, 2500), (2100, 4100), (1500, 3000), (2001, 2001), (0, None)])
+def test_long_repeats_are_exact_in_llama_cpp(lo: int, hi: int | None) -> None:
+    """llama.cpp refuses `x{m,}` past 2,000 and reads `x{m,n}` with n past it as `x{m,}`
+    (silently looser): counts are written as blocks, and llama.cpp enforces them exactly."""
+    count = f"{lo}," if hi is None else f"{lo},{hi}"
+    lark_text = f"start: /a{{{count}}}b/\n" if hi is not None else "start: /a{2500,}b/\n"
+    low, high = (2500, None) if hi is None else (lo, hi)
+    gbnf = lark_to_gbnf(lark_text)
+    assert all(int(n) <= 2000 for n in re.findall(r"\d+", "".join(re.findall(r"\{[\d,]+\}", gbnf))))
+    accepts = _llama_judge()(gbnf)
+    top = high if high is not None else low + 10
+    for n in sorted(
+        {max(low - 1, 0), low, (low + top) // 2, top - 1, top, top + 1, 999, 1000, 2000}
+    ):
+        want = low <= n and (high is None or n <= high)
+        assert accepts("a" * n + "b") == want, n
+
+
+@pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed")
+def test_shapes_llama_cpp_refused_now_load_with_the_same_language(smollm2_index: Any) -> None:
+    """A long repeat of a group (a JSON string with maxLength 1024: llama.cpp multiplies the
+    group's sub-rules by the count) and a star over an item that may be empty (left recursion
+    to llama.cpp) were refused there; both export now, and mean what they meant."""
+    judge = _llama_judge()
+    string = 'start: /"(?:[^"\\\\]|\\\\["\\\\nt]){0,1024}"/\n'
+    accepts = judge(lark_to_gbnf(string))
+    orig, back, _ = round_trip(string, smollm2_index)
+    for text in ['""', '"a\\\\n"', '"' + "x" * 1024 + '"', '"' + "x" * 1025 + '"', '"\\\\q"']:
+        assert accepts(text) == orig(text) == back(text), text[:20]
+    nullable = "start: /a(|b[cd]+)*e(x?y?)*(z?)+/\n"
+    accepts = judge(lark_to_gbnf(nullable))
+    orig, back, _ = round_trip(nullable, smollm2_index)
+    for text in ["ae", "abccbde", "aexyyxzz", "abe", "aeyz", "a", "aexz", "aebc", "abcdexz"]:
+        assert accepts(text) == orig(text) == back(text), text
+
+
+def test_a_lookahead_that_admits_nothing_is_pruned(smollm2_index: Any) -> None:
+    lark_text = 'start: A | "x" B | "y"\nA: /(?!a)a/\nB: A "q"\n'
+    assert lark_to_gbnf(lark_text) == 'root ::= start\nstart ::= "y"\n'
+    orig, back, _ = round_trip(lark_text, smollm2_index)
+    for text in ["y", "x", "a", "xaq", ""]:
+        assert orig(text) == back(text), text
+    with pytest.raises(GrammarError, match="admits no text"):
+        lark_to_gbnf('start: A "x"\nA: /(?!a)a/\n')
+    with pytest.raises(GrammarError, match="admits no text"):
+        regex_to_gbnf("(?!a)a")
+
+
+def test_a_lookahead_too_big_is_refused_or_loosened_by_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from sdk.engine import gbnf
+
+    monkeypatch.setattr(gbnf, "MAX_LOOKAHEAD_STATES", 2)
+    lark_text = 'start: "<" WORD ">"\nWORD: /(?!ab)[ab]{0,3}/\n'
+    with pytest.raises(TooComplexError, match="WORD needs"):
+        lark_to_gbnf(lark_text)
+    export = gbnf.export_gbnf(lark_text, loosen=True)
+    assert len(export.loosened) == 1 and export.loosened[0].startswith("WORD: a lookahead")
+    assert "WORD ::= [ab]{0,3}" in export.text  # the looser rule: `ab` is the agent's to refuse
+    assert gbnf.export_gbnf('start: "a"\n', loosen=True).loosened == ()

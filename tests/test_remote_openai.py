@@ -206,6 +206,32 @@ def test_gbnf_mode_sends_the_turn_grammar_and_hermes_prompt() -> None:
     assert second["messages"][-1]["content"].startswith("<tool_response>")
 
 
+def test_a_grammar_gbnf_cannot_hold_is_sent_looser_and_counted(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The free text's lookahead (no `<tool_call>` inside) made too big for GBNF: the server
+    gets the looser text rule, the log and `usage.loosened_turns` say so, and the agent's own
+    parse still finds the call (nothing silent)."""
+    import sdk.engine.gbnf as gbnf
+
+    monkeypatch.setattr(gbnf, "MAX_LOOKAHEAD_STATES", 2)
+    srv = Server(
+        reply('<tool_call>\n{"name":"get_weather","arguments":{"city":"Oslo"}}\n</tool_call>'),
+        reply("Cold."),
+    )
+    agent = Agent(srv.model(constraint="gbnf"), tools=[get_weather], tool_choice="auto")
+    with caplog.at_level("WARNING", logger="sdk.backends"):
+        result = agent.run_sync("Weather in Oslo?")
+    assert result.output == "Cold." and CALLS == ["Oslo"]
+    assert "TEXT-la" not in srv.bodies[0]["grammar"]  # the lookahead was dropped
+    assert result.usage.loosened_turns == 2  # both turns (call, answer) sent the grammar
+    assert any("looser than the turn grammar" in r.message for r in caplog.records)
+    exact = Server(reply("Hi."))
+    plain = Agent(exact.model(constraint="gbnf"), tools=[get_weather], tool_choice="auto")
+    monkeypatch.undo()
+    assert plain.run_sync("Hi?").usage.loosened_turns == 0
+
+
 def test_grammar_fields_for_vllm_and_sglang() -> None:
     for kwargs, path in [
         ({"constraint": "lark"}, ("structured_outputs", "grammar")),
@@ -390,6 +416,39 @@ def test_client_errors_are_not_retried() -> None:
     with pytest.raises(RemoteModelError, match="HTTP 400") as info:
         Agent(srv.model(max_retries=5)).run_sync("hi")
     assert info.value.status_code == 400 and len(srv.bodies) == 1
+    assert "constraint=" not in str(info.value)  # no grammar sent: no grammar hint
+
+
+def test_a_refused_grammar_names_the_constraint_that_fits() -> None:
+    srv = Server(400, 400)  # refused in both dialects: the first refusal is raised
+    model = srv.model(constraint="lark")
+    with pytest.raises(RemoteModelError, match="send constraint='gbnf' there"):
+        Agent(model, tools=[get_weather], tool_choice="required").run_sync("Oslo?")
+    assert len(srv.bodies) == 2
+    srv = Server(400)  # llama.cpp's `grammar` field: no other dialect to try
+    with pytest.raises(RemoteModelError, match="constraint='gbnf' suits llama.cpp"):
+        Agent(srv.model(constraint="gbnf"), tools=[get_weather]).run_sync("Oslo?")
+    assert len(srv.bodies) == 1
+
+
+@pytest.mark.parametrize("constraint", ["lark", "gbnf"])
+def test_vllm_refusing_one_dialect_gets_the_other(
+    constraint: Literal["lark", "gbnf"], caplog: pytest.LogCaptureFixture
+) -> None:
+    """vLLM's xgrammar backend refuses our Lark, its guidance backend our GBNF; the same
+    field takes either, so a refused grammar is sent once in the other dialect, logged, and
+    that one is kept for the run's later turns."""
+    call = '<tool_call>\n{"name":"get_weather","arguments":{"city":"Oslo"}}\n</tool_call>'
+    srv = Server(400, reply(call), reply("Cold."))
+    model = srv.model(constraint=constraint, grammar_field="structured_outputs.grammar")
+    agent = Agent(model, tools=[get_weather], tool_choice="required")
+    with caplog.at_level("WARNING", logger="sdk.backends"):
+        result = agent.run_sync("Weather in Oslo?")
+    assert result.output == "Cold." and CALLS == ["Oslo"]
+    sent = [b["structured_outputs"]["grammar"] for b in srv.bodies if "structured_outputs" in b]
+    is_gbnf = ["::=" in text for text in sent]
+    assert is_gbnf == ([False, True, True] if constraint == "lark" else [True, False, False])
+    assert any("sending" in r.message and "from now on" in r.message for r in caplog.records)
 
 
 def test_timeouts_become_remote_timeout_error() -> None:

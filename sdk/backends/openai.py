@@ -38,23 +38,25 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
 from sdk.backends._structural_tag import legacy_structural_tag, structural_tag_for
 from sdk.decoding.formats import ParsedCall, openai_message
 from sdk.decoding.generate import SamplingConfig, TurnOutput, TurnRequest
-from sdk.errors import RemoteModelError, RemoteTimeoutError, UnexpectedModelBehavior
+from sdk.errors import RemoteModelError, RemoteTimeoutError, SDKError, UnexpectedModelBehavior
 from sdk.result import Usage
 
 if TYPE_CHECKING:
     import httpx
 
     from sdk.decoding.turn_grammar import TurnGrammar
+    from sdk.engine.gbnf import GbnfExport
 
 __all__ = [
     "Constraint",
@@ -65,11 +67,43 @@ __all__ = [
     "structural_tag_for",
 ]
 
+_log = logging.getLogger("sdk.backends")
+
+# What a refused grammar usually means, per constraint (`python -m sdk.bench servers` measures
+# which engine takes which text).
+_GRAMMAR_HINTS = {
+    "lark": (
+        " (if the grammar was refused: constraint='lark' is llguidance's Lark, for vLLM's "
+        "guidance or auto backend; vLLM's xgrammar backend converts Lark its own way and "
+        "refuses it: send constraint='gbnf' there)"
+    ),
+    "gbnf": (
+        " (if the grammar was refused: constraint='gbnf' suits llama.cpp, SGLang's `ebnf` "
+        "and vLLM's xgrammar backend; vLLM's guidance backend takes constraint='lark')"
+    ),
+}
+
+
+def _loose_gbnf(lark: str) -> GbnfExport:
+    """The GBNF sent for a turn grammar: exact where GBNF can be, explicitly looser where not."""
+    from sdk.engine.gbnf import export_gbnf
+
+    export = export_gbnf(lark, loosen=True)
+    for what in export.loosened:
+        _log.warning(
+            "the server's GBNF grammar is looser than the turn grammar: %s is dropped; the "
+            "agent's own validation checks the reply (usage.loosened_turns counts such turns)",
+            what,
+        )
+    return export
+
+
 Constraint = Literal["gbnf", "lark", "structural_tag", "json_schema", "json_object", "none"]
 _CONSTRAINTS: tuple[str, ...] = get_args(Constraint)
 _GRAMMAR_MODES = ("gbnf", "lark")
 # Modes whose tools are described in the prompt and whose calls come back as text.
 _TEXT_MODES = (*_GRAMMAR_MODES, "structural_tag")
+_VLLM_FIELDS = ("structured_outputs.grammar", "guided_grammar")  # either dialect goes there
 _DEFAULT_FIELD = {"gbnf": "grammar", "lark": "structured_outputs.grammar"}
 _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
@@ -131,6 +165,9 @@ class OpenAIChatModel:
         self.api_key = api_key
         self.constraint: Constraint = constraint
         self.grammar_field = grammar_field or _DEFAULT_FIELD.get(constraint, "grammar")
+        # The grammar dialect sent ("gbnf" or "lark"): `constraint`'s, until a vLLM server
+        # refuses it and takes the other (`_other_dialect`).
+        self._dialect: str = constraint
         self.timeout = timeout
         self.max_retries = max_retries
         self.backoff = backoff
@@ -216,13 +253,13 @@ class OpenAIChatModel:
             reraise=True,
         )
 
-    @staticmethod
-    def _checked(response: httpx.Response) -> Any:
+    def _checked(self, response: httpx.Response) -> Any:
         if response.status_code in _RETRY_STATUS:
             raise _RetryableStatus(response)
         if response.status_code >= 400:
+            hint = _GRAMMAR_HINTS.get(self.constraint, "") if response.status_code == 400 else ""
             raise RemoteModelError(
-                f"server answered HTTP {response.status_code}: {response.text[:500]}",
+                f"server answered HTTP {response.status_code}: {response.text[:500]}{hint}",
                 status_code=response.status_code,
                 body=response.text,
             )
@@ -312,10 +349,56 @@ class OpenAIChatModel:
     # ------------------------------------------------------------------ requests
 
     def gbnf_for(self, grammar: TurnGrammar) -> str:
-        """The turn grammar as GBNF (cached per grammar text)."""
-        from sdk.engine.gbnf import lark_to_gbnf
+        """The turn grammar as GBNF (cached per grammar text): the same language, except
+        where GBNF cannot hold a construct (a lookahead whose automaton is too big to write
+        out): that one is dropped, logged, and counted in `usage.loosened_turns`."""
+        return self._gbnf_export(grammar).text
 
-        return self._exported(grammar, "gbnf", lark_to_gbnf)
+    def _grammar_text(self, grammar: TurnGrammar, dialect: str) -> str:
+        return self.gbnf_for(grammar) if dialect == "gbnf" else self.lark_for(grammar)
+
+    def _other_dialect(
+        self, exc: RemoteModelError, body: dict[str, Any], grammar: TurnGrammar
+    ) -> dict[str, Any] | None:
+        """The request again in the other grammar dialect, where a vLLM server refused this
+        one (HTTP 400): its xgrammar backend reads Lark its own way and refuses ours, its
+        guidance backend does not read our GBNF; both read the other exactly. Logged, and
+        kept for later turns. None where that does not apply."""
+        if (
+            exc.status_code != 400
+            or self.constraint not in _GRAMMAR_MODES
+            or self._dialect != self.constraint
+            or self.grammar_field not in _VLLM_FIELDS
+            or _get(body, self.grammar_field) is None
+        ):
+            return None
+        other = "gbnf" if self._dialect == "lark" else "lark"
+        try:
+            text = self._grammar_text(grammar, other)
+        except SDKError:
+            return None
+        _log.warning(
+            "the server refused the %s grammar (%s); sending %s grammars from now on (vLLM "
+            "reads constraint='lark' with its guidance backend, 'gbnf' with its xgrammar one)",
+            self._dialect,
+            str(exc)[:200],
+            other,
+        )
+        self._dialect = other
+        retry = json.loads(json.dumps(body))
+        _put(retry, self.grammar_field, text)
+        return retry
+
+    def _retried(self, exc: RemoteModelError, send: Any) -> Any:
+        """`send()` in the other dialect; where it fails too, the first error stands."""
+        try:
+            return send()
+        except RemoteModelError:
+            self._dialect = self.constraint
+            raise exc from None
+
+    def _gbnf_export(self, grammar: TurnGrammar) -> GbnfExport:
+        return cast("GbnfExport", self._exported(grammar, "gbnf", _loose_gbnf))
 
     def lark_for(self, grammar: TurnGrammar) -> str:
         """The turn grammar in llguidance's Lark (vLLM's `guidance` backend reads Lark):
@@ -366,10 +449,7 @@ class OpenAIChatModel:
             # A "none" turn's answer rule stays local: the agent checks the text it gets back
             # (a server's grammar sampler would pay per token for free text).
             if grammar.lark is not None and grammar.mode != "none":
-                text = (
-                    self.gbnf_for(grammar) if self.constraint == "gbnf" else self.lark_for(grammar)
-                )
-                _put(body, self.grammar_field, text)
+                _put(body, self.grammar_field, self._grammar_text(grammar, self._dialect))
         elif self.constraint == "structural_tag":
             tag = structural_tag_for(request, grammar, parallel_tool_calls)
             if tag is not None and self.tag_shape == "legacy":
@@ -433,6 +513,8 @@ class OpenAIChatModel:
                     raw_output=text,
                 )
         usage = Usage(generation_time_s=elapsed)
+        if self._dialect == "gbnf" and grammar.lark is not None and grammar.mode != "none":
+            usage.loosened_turns = int(bool(self._gbnf_export(grammar).loosened))
         u = data.get("usage") or {}
         with contextlib.suppress(TypeError, ValueError):
             usage.prompt_tokens = int(u.get("prompt_tokens") or 0)
@@ -471,7 +553,13 @@ class OpenAIChatModel:
             model=name,
         )
         t0 = time.perf_counter()
-        data = self._http("/chat/completions", body)
+        try:
+            data = self._http("/chat/completions", body)
+        except RemoteModelError as exc:
+            retry = self._other_dialect(exc, body, grammar)
+            if retry is None:
+                raise
+            data = self._retried(exc, lambda: self._http("/chat/completions", retry))
         return self.parse_response(
             data,
             request,
@@ -500,7 +588,17 @@ class OpenAIChatModel:
             model=name,
         )
         t0 = time.perf_counter()
-        data = await self._ahttp("/chat/completions", body)
+        try:
+            data = await self._ahttp("/chat/completions", body)
+        except RemoteModelError as exc:
+            retry = self._other_dialect(exc, body, grammar)
+            if retry is None:
+                raise
+            try:
+                data = await self._ahttp("/chat/completions", retry)
+            except RemoteModelError:
+                self._dialect = self.constraint
+                raise exc from None
         return self.parse_response(
             data,
             request,
@@ -511,6 +609,15 @@ class OpenAIChatModel:
 
 
 # ------------------------------------------------------------------ helpers
+
+
+def _get(body: Mapping[str, Any], dotted: str) -> Any:
+    node: Any = body
+    for key in dotted.split("."):
+        if not isinstance(node, Mapping) or key not in node:
+            return None
+        node = node[key]
+    return node
 
 
 def _put(body: dict[str, Any], dotted: str, value: Any) -> None:

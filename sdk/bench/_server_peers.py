@@ -14,11 +14,14 @@ class XgrammarJudge:
 
         self.xgr = xgrammar
         self.grammar: Any = None
+        self.loosened = False
 
     def compile(self, case: Any) -> None:
-        from sdk.engine.gbnf import lark_to_gbnf
+        from sdk.engine.gbnf import export_gbnf
 
-        self.grammar = self.xgr.Grammar.from_ebnf(lark_to_gbnf(case.lark))
+        export = export_gbnf(case.lark, loosen=True)  # what `constraint="gbnf"` sends
+        self.loosened = bool(export.loosened)
+        self.grammar = self.xgr.Grammar.from_ebnf(export.text)
 
     def accepts(self, text: str) -> bool:
         from xgrammar.testing import _is_grammar_accept_string
@@ -79,3 +82,41 @@ class StructuralTagJudge:
         from xgrammar.testing import _is_grammar_accept_string
 
         return bool(_is_grammar_accept_string(self.grammar, text))
+
+
+class VllmLarkJudge:
+    """`constraint="lark"` through vLLM. Its xgrammar backend converts Lark-looking text to
+    EBNF its own way (`vllm_lark_to_ebnf`) and refuses what XGrammar cannot parse (HTTP 400),
+    upon which the remote backend sends the turn's GBNF instead (`switched`: XGrammar reads
+    that as it is). Its `auto` backend falls back to guidance on such a refusal itself, which
+    reads our llguidance Lark."""
+
+    def __init__(self, tokenizer: Any, *, backend: str) -> None:
+        self.xgrammar = XgrammarJudge()
+        self.guidance = GuidanceJudge(tokenizer) if backend == "auto" else None
+        self.engine: Any = None
+        self.switched = False
+
+    def compile(self, case: Any) -> None:
+        from sdk.bench._vllm_lark import vllm_xgrammar_grammar
+        from sdk.engine.lark_guidance import lark_for_guidance
+
+        self.switched = False
+        try:
+            self.xgrammar.grammar = vllm_xgrammar_grammar(lark_for_guidance(case.lark))
+            self.engine = self.xgrammar
+        except ValueError:
+            if self.guidance is not None:  # vLLM's own fallback
+                self.guidance.compile(case)
+                self.engine = self.guidance
+                return
+            self.switched = True  # the remote backend's: the turn's GBNF, read as EBNF
+            self.xgrammar.compile(case)
+            self.engine = self.xgrammar
+
+    @property
+    def loosened(self) -> bool:
+        return self.engine is self.xgrammar and bool(self.xgrammar.loosened) and self.switched
+
+    def accepts(self, text: str) -> bool:
+        return bool(self.engine.accepts(text))

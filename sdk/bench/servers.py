@@ -14,7 +14,19 @@ through the engine's Python API, and compares which texts it accepts with our ma
 - `xgrammar-tag`: the structural tag of `constraint="structural_tag"` (vLLM, SGLang), BFCL
   turn grammars only, by XGrammar's structural-tag API. It is looser than the turn grammar by
   design (the text around calls is free; the agent checks it after the turn): texts it accepts
-  and we reject are counted as `looser`, apart from the disagreements nothing handles.
+  and we reject are counted as `looser`, apart from the disagreements nothing handles;
+- `vllm-xgrammar`: `constraint="lark"` sent to vLLM with the xgrammar backend, which takes a
+  grammar without a `::=` line for Lark, converts it to EBNF its own way
+  (`convert_lark_to_ebnf`), then has XGrammar parse it: a refusal there is vLLM's HTTP 400,
+  upon which the remote backend sends the turn's GBNF instead (counted as `switched_dialect`,
+  then judged as XGrammar reads that GBNF);
+- `vllm-auto`: the same with vLLM's `auto` backend, which falls back to guidance where XGrammar
+  refuses the grammar (vLLM v1's `_validate_structured_output`): judged by the engine that
+  would run it.
+
+`gbnf` targets judge what the remote backend sends (`export_gbnf(..., loosen=True)`): a grammar
+it had to loosen (a lookahead too big for GBNF) is counted as `loosened`, and the texts only
+that one accepts as `looser`, like the structural tag's.
 
 Grammars: BFCL turn grammars (`--bfcl DIR`, the layout of the BFCL v4 dev split: each
 question's tools, `"required"` and `"auto"`, parallel calls where the category has them) and
@@ -44,7 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-TARGETS = ("llama.cpp", "xgrammar", "guidance", "xgrammar-tag")
+TARGETS = ("llama.cpp", "xgrammar", "guidance", "xgrammar-tag", "vllm-xgrammar", "vllm-auto")
 
 
 @dataclass
@@ -67,6 +79,8 @@ class Tally:
     texts: int = 0
     disagreements: list[tuple[str, str, bool, bool]] = field(default_factory=list)
     looser: int = 0  # of the disagreements: accepted there, rejected here, by design
+    loosened: int = 0  # grammars sent looser than ours, explicitly (`usage.loosened_turns`)
+    switched: int = 0  # refused in one dialect, then sent in the other (`OpenAIChatModel`)
     seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
@@ -77,6 +91,8 @@ class Tally:
             "texts": self.texts,
             "disagreements": len(self.disagreements),
             "looser": self.looser,
+            "loosened": self.loosened,
+            "switched_dialect": self.switched,
             # The looser target's extra acceptances are the agent's to check (its parse,
             # validation and retry); every other disagreement is unexplained.
             "unexplained_disagreements": len(self.disagreements) - self.looser,
@@ -220,12 +236,15 @@ class LlamaCppJudge:
         self.vocab = lib.llama_model_get_vocab(self.model)
         self.eos = int(lib.llama_vocab_eos(self.vocab))
         self.sampler: Any = None
+        self.loosened = False
 
     def compile(self, case: Case) -> None:
-        from sdk.engine.gbnf import lark_to_gbnf
+        from sdk.engine.gbnf import export_gbnf
 
         self.close_sampler()
-        gbnf = lark_to_gbnf(case.lark)
+        export = export_gbnf(case.lark, loosen=True)  # what `constraint="gbnf"` sends
+        self.loosened = bool(export.loosened)
+        gbnf = export.text
         self.sampler = self.lib.llama_sampler_init_grammar(self.vocab, gbnf.encode(), b"root")
         if not self.sampler:
             raise ValueError("llama.cpp's GBNF parser refused the grammar")
@@ -278,6 +297,10 @@ def judges(targets: Sequence[str], tokenizer: Any, gguf: Path) -> dict[str, Any]
                 from ._server_peers import StructuralTagJudge
 
                 made[target] = StructuralTagJudge()
+            elif target in ("vllm-xgrammar", "vllm-auto"):
+                from ._server_peers import VllmLarkJudge
+
+                made[target] = VllmLarkJudge(tokenizer, backend=target.split("-", 1)[1])
             else:
                 raise SystemExit(f"servers: unknown target {target!r}; known: {TARGETS}")
         except ImportError as exc:
@@ -312,26 +335,31 @@ def compare(cases: Iterator[Case], ours: Ours, targets: dict[str, Any]) -> dict[
             finally:
                 tally.seconds += time.perf_counter() - t0
             tally.compiled += 1
+            loose = getattr(judge, "looser", False) or getattr(judge, "loosened", False)
+            tally.loosened += bool(getattr(judge, "loosened", False))
+            tally.switched += bool(getattr(judge, "switched", False))
             for text, mine in zip(case.texts, verdicts, strict=True):
                 theirs = judge.accepts(text)
                 tally.texts += 1
                 if theirs != mine:
                     tally.disagreements.append((case.source, text, mine, theirs))
-                    tally.looser += theirs and getattr(judge, "looser", False)
+                    tally.looser += theirs and loose
     return tallies
 
 
 def format_table(tallies: dict[str, Tally], header: str) -> str:
     lines = [
         header,
-        f"{'target':<12} {'grammars':>8} {'compiled':>8} {'texts':>7} {'disagree':>8} "
-        f"{'looser':>6}",
+        f"{'target':<13} {'grammars':>8} {'compiled':>8} {'loosened':>8} {'texts':>7} "
+        f"{'disagree':>8} {'looser':>6}",
     ]
     for name, t in tallies.items():
         lines.append(
-            f"{name:<12} {t.grammars:>8} {t.compiled:>8} {t.texts:>7} "
+            f"{name:<13} {t.grammars:>8} {t.compiled:>8} {t.loosened:>8} {t.texts:>7} "
             f"{len(t.disagreements):>8} {t.looser:>6}"
         )
+        if t.switched:
+            lines.append(f"  refused, then taken in the other dialect x{t.switched}")
         for reason, count in t.refused.most_common(3):
             lines.append(f"  refused x{count}: {reason}")
         for case, text, mine, theirs in t.disagreements[:3]:

@@ -13,7 +13,12 @@ classes, grouping, alternation and `? * + {m} {m,} {m,n}` repetition. Our Lark d
 - GBNF has no lookahead. A sequence `P (?=A) R` / `P (?!A) R` is exported *exactly*: the
   engine's automaton for "R intersected with (or minus) A.*" is converted from UTF-8 bytes to
   code points and written as right-linear rules, one per state. The language is unchanged;
-  nothing is ever dropped or approximated.
+  nothing is ever dropped or approximated. A lookahead that admits no text is pruned with
+  every alternative that needs it. One whose automaton is too big (`MAX_LOOKAHEAD_STATES`)
+  is refused, or with `export_gbnf(..., loosen=True)` dropped and named in `loosened`;
+- counted repeats stay within llama.cpp's cap (`LLAMA_REPEAT_CAP`), which refuses some and
+  silently widens others: a repeated group is a rule of its own, and counts above the cap
+  are blocks of repeats (`x{0,2500}` as at most two blocks of 1,000 and a rest), exactly.
 
 Every construct of the dialect is exported; anything else raises `GrammarError` (naming it),
 as does an `//@any_order` line (members in any order, tracked as a set by the engine).
@@ -36,7 +41,14 @@ if TYPE_CHECKING:
     from ._dfa import Dfa
     from .grammar import CompiledGrammar
 
-__all__ = ["MAX_LOOKAHEAD_STATES", "lark_to_gbnf", "regex_to_gbnf", "to_gbnf"]
+__all__ = [
+    "MAX_LOOKAHEAD_STATES",
+    "GbnfExport",
+    "export_gbnf",
+    "lark_to_gbnf",
+    "regex_to_gbnf",
+    "to_gbnf",
+]
 
 MAX_LOOKAHEAD_STATES = 20_000
 """Cap on the states of one exported lookahead automaton (each becomes a GBNF rule)."""
@@ -59,11 +71,33 @@ def regex_to_gbnf(pattern: str, *, root: str = "root") -> str:
 
     w = _Writer()
     body = w.node(rx.parse(pattern), root)
+    if body == NEVER:
+        raise GrammarError(f"the regex {pattern!r} admits no text")
     return w.render([(root, body)])
 
 
 def lark_to_gbnf(text: str, *, start: str = "start") -> str:
-    """GBNF text for Lark grammar `text` (see the module docstring)."""
+    """GBNF text for Lark grammar `text`, the same language (see the module docstring).
+
+    Raises:
+        GrammarError: a construct with no GBNF form, or a grammar that admits no text.
+        TooComplexError: a lookahead whose automaton would exceed `MAX_LOOKAHEAD_STATES`.
+    """
+    return export_gbnf(text, start=start).text
+
+
+@dataclass(frozen=True)
+class GbnfExport:
+    """A GBNF export and what it loosened (empty: the same language as the Lark text)."""
+
+    text: str
+    loosened: tuple[str, ...] = ()
+
+
+def export_gbnf(text: str, *, start: str = "start", loosen: bool = False) -> GbnfExport:
+    """GBNF for Lark grammar `text`; with `loosen`, a lookahead too big to write out is dropped
+    (its `R` kept: a looser language) and named in `loosened`, instead of refused. The remote
+    backend sends that, and checks each reply with the agent's own parse and validation."""
     from lark.exceptions import LarkError
     from lark.load_grammar import GrammarBuilder
 
@@ -84,7 +118,6 @@ def lark_to_gbnf(text: str, *, start: str = "start") -> str:
         raise GrammarError(f"invalid Lark grammar: {e}") from e
     if grammar.ignore:
         raise GrammarError("%ignore is not supported: write whitespace into the grammar")
-    w = _Writer()
     names: list[str] = []
     for name, params, _tree, _opts in grammar.rule_defs:
         if params:
@@ -94,20 +127,30 @@ def lark_to_gbnf(text: str, *, start: str = "start") -> str:
         names.append(str(name))
     if start not in names:
         raise GrammarError(f"the grammar has no {start!r} rule")
-    w.reserve(["root"])
-    for n in names:
-        w.name(n)
-    rules: list[tuple[str, str]] = [("root", w.name(start))]
-    try:
-        for name, _params, tree, _opts in grammar.rule_defs:
-            rules.append((w.name(str(name)), w.tree(tree, str(name))))
-        for name, (tree, _prio) in grammar.term_defs:
-            rules.append((w.name(str(name)), w.tree(tree, str(name))))
-    except SDKError:
-        raise
-    except (LarkError, RecursionError) as e:
-        raise GrammarError(f"cannot export to GBNF: {e}") from e
-    return w.render(rules)
+    defs = [(str(n), tree) for n, _p, tree, _o in grammar.rule_defs]
+    defs += [(str(n), tree) for n, (tree, _prio) in grammar.term_defs]
+    # Definitions that admit no text (a lookahead excluding everything) are pruned, with every
+    # alternative that needs them, until none is left: the language is unchanged.
+    never: frozenset[str] = frozenset()
+    while True:
+        w = _Writer(never=never, loosen=loosen)
+        w.reserve(["root"])
+        for n in names:
+            w.name(n)
+        try:
+            bodies = [(n, w.tree(tree, n)) for n, tree in defs]
+        except SDKError:
+            raise
+        except (LarkError, RecursionError) as e:
+            raise GrammarError(f"cannot export to GBNF: {e}") from e
+        empty = never | {n for n, body in bodies if body == NEVER}
+        if empty == never:
+            break
+        never = empty
+    if start in never:
+        raise GrammarError(f"the grammar admits no text (its {start!r} rule is empty)")
+    rules = [("root", w.name(start))] + [(w.name(n), body) for n, body in bodies]
+    return GbnfExport(w.render(rules), tuple(w.loosened))
 
 
 # ------------------------------------------------------------------ writing
@@ -203,13 +246,10 @@ def _group(expr: str) -> str:
     return expr if _is_atom(expr) else f"({expr})"
 
 
-def _repeat(expr: str, lo: int, hi: int | None) -> str:
+def _repeat(item: str, lo: int, hi: int | None) -> str:
+    """`item` (already an atom) repeated `lo`..`hi` times (`hi` None: no bound)."""
     if lo == 1 and hi == 1:
-        return expr
-    # An item that already ends in a repeat is grouped: `(x*)*`, never `x**` (which neither
-    # llama.cpp nor XGrammar parses: a MaskBench URL pattern `(?:[a-z]|\/)*` inside a
-    # repeat did that).
-    item = f"({expr})" if _POSTFIX.search(expr) and not expr.endswith('"') else _group(expr)
+        return item
     if (lo, hi) == (0, 1):
         return f"{item}?"
     if hi is None:
@@ -225,12 +265,40 @@ def _repeat(expr: str, lo: int, hi: int | None) -> str:
     return f"{item}{{{lo},{hi}}}"
 
 
+def _join(*parts: str) -> str:
+    kept = [p for p in parts if p != '""']
+    return " ".join(kept) if kept else '""'
+
+
+LLAMA_REPEAT_CAP = 2000
+"""llama.cpp's `MAX_REPETITION_THRESHOLD`: it refuses `x{m,}` with m above it, reads `x{m,n}`
+with n above it as `x{m,}` (silently looser), and refuses a repeated group whose sub-rules
+times the count exceed it (`(a | "\\" (b | c)){0,1024}`: a JSON string with `maxLength`)."""
+
+_CHUNK = 1000  # counted repeats above the cap are written in blocks of this many
+
+NEVER = "\x00never\x00"
+"""What the writer returns for an expression that matches no text (an empty character class,
+a lookahead that excludes everything): never in the output, pruned where it appears."""
+
+
+def _llama_symbols(item: str) -> int:
+    """At least the sub-rules llama.cpp makes for a group: its nested groups and repeats
+    (counted on the text, so a quote or class holding `(` or `*` only overcounts)."""
+    counted = sum(int(m.group(1) or 1) for m in re.finditer(r"\{\d+(?:,(\d*))?\}", item))
+    return 1 + item.count("(") + sum(item.count(c) for c in "*+?") + counted
+
+
 @dataclass
 class _Writer:
     names: dict[str, str] = field(default_factory=dict)
     used: set[str] = field(default_factory=set)
     extra: list[tuple[str, str]] = field(default_factory=list)
     dfa_rules: dict[int, str] = field(default_factory=dict)
+    never: frozenset[str] = frozenset()  # Lark names whose language is empty: pruned
+    loosen: bool = False  # an oversize lookahead is dropped (recorded) instead of refused
+    loosened: list[str] = field(default_factory=list)
+    hoisted: dict[str, str] = field(default_factory=dict)
 
     def reserve(self, names: list[str]) -> None:
         self.used.update(names)
@@ -254,8 +322,55 @@ class _Writer:
         return cand
 
     def render(self, rules: list[tuple[str, str]]) -> str:
-        lines = [f"{n} ::= {body}" for n, body in rules + self.extra]
+        lines = [f"{n} ::= {body}" for n, body in rules + self.extra if body != NEVER]
         return "\n".join(lines) + "\n"
+
+    # ---- repeats, within llama.cpp's cap
+
+    def repeat(self, expr: str, lo: int, hi: int | None) -> str:
+        if expr == NEVER:
+            return '""' if lo == 0 else NEVER
+        if lo == 1 and hi == 1:
+            return expr
+        # An item that already ends in a repeat is grouped: `(x*)*`, never `x**` (which
+        # neither llama.cpp nor XGrammar parses: a MaskBench URL pattern `(?:[a-z]|\/)*`
+        # inside a repeat did that).
+        item = f"({expr})" if _POSTFIX.search(expr) and not expr.endswith('"') else _group(expr)
+        count = hi if hi else max(lo, 1)
+        if item.startswith("(") and _llama_symbols(item) * count > LLAMA_REPEAT_CAP:
+            item = self.hoist(item)  # a rule reference: llama.cpp counts it as one
+        if lo > LLAMA_REPEAT_CAP or (hi is not None and hi > LLAMA_REPEAT_CAP):
+            return self.long_repeat(item, lo, hi)
+        return _repeat(item, lo, hi)
+
+    def hoist(self, item: str) -> str:
+        got = self.hoisted.get(item)
+        if got is None:
+            got = self.hoisted[item] = self.fresh("rep")
+            self.extra.append((got, item))
+        return got
+
+    def long_repeat(self, item: str, lo: int, hi: int | None) -> str:
+        """`item{lo,hi}` past the cap, exactly, as repeats of `_CHUNK`-item blocks."""
+
+        def exact(x: str, k: int) -> str:
+            if k <= _CHUNK:
+                return _repeat(x, k, k)
+            block = self.hoist(_repeat(x, _CHUNK, _CHUNK))
+            return _join(exact(block, k // _CHUNK), _repeat(x, k % _CHUNK, k % _CHUNK))
+
+        def upto(x: str, n: int) -> str:
+            if n <= _CHUNK:
+                return _repeat(x, 0, n)
+            q, r = divmod(n, _CHUNK)
+            block = self.hoist(_repeat(x, _CHUNK, _CHUNK))
+            # [0, q*CHUNK - 1] as (q-1 blocks at most, then under a block), or q blocks and r
+            below = _join(upto(block, q - 1), upto(x, _CHUNK - 1))
+            return f"({below} | {_join(exact(block, q), upto(x, r))})"
+
+        if hi is None:
+            return _join(exact(item, lo), _repeat(item, 0, None))
+        return _join(exact(item, lo), upto(item, hi - lo))
 
     # ---- Lark trees (rules and terminals)
 
@@ -268,16 +383,18 @@ class _Writer:
         if isinstance(tree, (NonTerminal, Terminal)):
             if tree.name not in self.names:
                 raise GrammarError(f"undefined symbol {tree.name} (used in {where})")
-            return self.names[tree.name]
+            return NEVER if tree.name in self.never else self.names[tree.name]
         if isinstance(tree, Token) or not isinstance(tree, Tree):
             raise GrammarError(f"unexpected {tree!r} in {where}")
         data, ch = tree.data, tree.children
         if data == "expansions":
-            alts = [self.tree(c, where, depth + 1) for c in ch]
-            return " | ".join(alts)
+            alts = [a for a in (self.tree(c, where, depth + 1) for c in ch) if a != NEVER]
+            return " | ".join(alts) if alts else NEVER
         if data == "expansion":
-            items = [_group(self.tree(c, where, depth + 1)) for c in ch]
-            return " ".join(items) if items else '""'
+            items = [self.tree(c, where, depth + 1) for c in ch]
+            if NEVER in items:
+                return NEVER
+            return " ".join(_group(i) for i in items) if items else '""'
         if data in ("value", "alias"):
             return self.tree(ch[0], where, depth + 1)
         if data == "literal":
@@ -289,22 +406,22 @@ class _Writer:
                 raise GrammarError(f"bad range {ch[0]}..{ch[1]} in {where}")
             return _char_class(((ord(lo), ord(hi)),))
         if data == "maybe":
-            return _repeat(self.tree(ch[0], where, depth + 1), 0, 1)
+            return self.repeat(self.tree(ch[0], where, depth + 1), 0, 1)
         if data == "expr":
             item = self.tree(ch[0], where, depth + 1)
             op = str(ch[1])
             if op == "?":
-                return _repeat(item, 0, 1)
+                return self.repeat(item, 0, 1)
             if op == "*":
-                return _repeat(item, 0, None)
+                return self.repeat(item, 0, None)
             if op == "+":
-                return _repeat(item, 1, None)
+                return self.repeat(item, 1, None)
             if op == "~":
                 lo = int(str(ch[2]))
                 hi = int(str(ch[3])) if len(ch) > 3 else lo
                 if hi < lo:
                     raise GrammarError(f"bad repetition ~ {lo}..{hi} in {where}")
-                return _repeat(item, lo, hi)
+                return self.repeat(item, lo, hi)
             raise GrammarError(f"operator {op!r} (in {where}) has no GBNF form")
         raise GrammarError(f"construct {data!r} (in {where}) has no GBNF form")
 
@@ -333,9 +450,7 @@ class _Writer:
         from . import _regex as rx
 
         if isinstance(node, rx.Chars):
-            if not node.ranges:
-                raise GrammarError(f"an empty character class (in {where}) has no GBNF form")
-            return _char_class(node.ranges)
+            return _char_class(node.ranges) if node.ranges else NEVER
         if isinstance(node, rx.Seq):
             out: list[str] = []
             run: list[str] = []
@@ -348,17 +463,30 @@ class _Writer:
                 if run:
                     out.append(_literal("".join(run)))
                     run = []
+                got = (
+                    self.lookahead(item, rx.Seq(node.items[k + 1 :]), where)
+                    if isinstance(item, rx.Look)
+                    else self.node(item, where)
+                )
+                if got == NEVER:
+                    return NEVER
+                out.append(_group(got))
                 if isinstance(item, rx.Look):
-                    out.append(self.lookahead(item, rx.Seq(node.items[k + 1 :]), where))
                     break
-                out.append(_group(self.node(item, where)))
             if run:
                 out.append(_literal("".join(run)))
             return " ".join(out) if out else '""'
         if isinstance(node, rx.Alt):
-            return "(" + " | ".join(self.node(i, where) for i in node.items) + ")"
+            alts = [a for a in (self.node(i, where) for i in node.items) if a != NEVER]
+            return "(" + " | ".join(alts) + ")" if alts else NEVER
         if isinstance(node, rx.Repeat):
-            return _repeat(self.node(node.item, where), node.min, node.max)
+            if node.max is None and _nullable(node.item):
+                # `x*` over an `x` that may be empty is left recursion to llama.cpp (refused);
+                # it is the same language as `x'*`, `x'` being `x` without the empty text.
+                lead = _nonempty(node.item)
+                if lead is not None:
+                    return self.repeat(self.node(lead, where), 0, None)
+            return self.repeat(self.node(node.item, where), node.min, node.max)
         if isinstance(node, rx.Look):
             return self.lookahead(node, rx.EMPTY, where)
         raise GrammarError(f"regex construct {node!r} (in {where}) has no GBNF form")
@@ -374,6 +502,12 @@ class _Writer:
             got = minimize(got)  # fewer states, fewer GBNF rules; the language is the same
         dfa = got if isinstance(got, Dfa) else None  # a lazy one is far over the limit
         if dfa is None or dfa.n_states > MAX_LOOKAHEAD_STATES:
+            if self.loosen:  # the looser `R`: the agent's own checks enforce the rest
+                self.loosened.append(
+                    f"{where}: a lookahead needing {got.n_states} automaton states "
+                    f"(limit {MAX_LOOKAHEAD_STATES})"
+                )
+                return self.node(rest, where)
             raise TooComplexError(
                 f"the lookahead in {where} needs {got.n_states} automaton states in GBNF "
                 f"(limit {MAX_LOOKAHEAD_STATES})"
@@ -382,7 +516,7 @@ class _Writer:
         if cached is not None:
             return cached
         if dfa.n_states < 2 or not (dfa.table[1].any() or dfa.accepting[1]):
-            raise GrammarError(f"the lookahead in {where} admits no text (empty language)")
+            return NEVER  # it admits no text: pruned where it is used
         base = self.fresh(f"{where}-la")
         state_names = {1: base}
         pending = [1]
@@ -403,6 +537,50 @@ class _Writer:
             self.extra.append((state_names[q], body))
         self.dfa_rules[dfa.serial] = base
         return base
+
+
+def _nullable(node: rx.Node) -> bool | None:
+    """Does the regex match the empty text? (None: it holds a lookahead or an anchor.)"""
+    from . import _regex as rx
+
+    if isinstance(node, rx.Chars):
+        return False
+    if isinstance(node, rx.Seq | rx.Alt):
+        got = [_nullable(i) for i in node.items]
+        if None in got:
+            return None
+        return all(got) if isinstance(node, rx.Seq) else any(got)
+    if isinstance(node, rx.Repeat):
+        return True if node.min == 0 else _nullable(node.item)
+    return None
+
+
+def _nonempty(node: rx.Node) -> rx.Node | None:
+    """The regex's language without the empty text (None where `_nullable` cannot tell)."""
+    from . import _regex as rx
+
+    nullable = _nullable(node)
+    if nullable is None:
+        return None
+    if not nullable:
+        return node
+    if isinstance(node, rx.Alt):
+        alts = [_nonempty(i) for i in node.items]
+        return None if None in alts else rx.Alt(tuple(a for a in alts if a is not None))
+    if isinstance(node, rx.Seq):  # every item may be empty: the first non-empty one leads
+        out: list[rx.Node] = []
+        for k, item in enumerate(node.items):
+            lead = _nonempty(item)
+            if lead is None:
+                return None
+            out.append(rx.Seq((lead, *node.items[k + 1 :])))
+        return rx.Alt(tuple(out))
+    if isinstance(node, rx.Repeat):
+        if node.max == 0:
+            return rx.Alt(())
+        rest = _nonempty(node.item)
+        return None if rest is None else rx.Repeat(rest, 1, node.max)
+    return None
 
 
 # ------------------------------------------------------------------ bytes -> code points
