@@ -488,6 +488,23 @@ def test_sdk_cache_dir_env(
     reloaded = embedded.load_tokenizer("smollm2")
     text = 'Ünïcode {"k": [1, 2]} 😀\n'
     assert reloaded.encode(text) == converted.encode(text) == smollm2_tokenizer.encode(text)
+    # Read back as the whole backend, by the generic class: the converted tokenizer's ids
+    # (NFD text included: no class-made normalizer), texts, specials and chat template.
+    from transformers import PreTrainedTokenizerFast
+
+    assert type(reloaded) is PreTrainedTokenizerFast
+    nfd = "Ångström re\u0301sume\u0301 ﬁ <|im_start|>"
+    for t in (text, nfd):
+        ids = converted(t, add_special_tokens=False)["input_ids"]
+        assert reloaded(t, add_special_tokens=False)["input_ids"] == ids
+        assert reloaded.decode(ids) == converted.decode(ids)
+    for attr in ("eos_token_id", "bos_token_id", "all_special_ids", "chat_template"):
+        assert getattr(reloaded, attr) == getattr(converted, attr), attr
+    assert reloaded.get_vocab() == converted.get_vocab()
+    chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi?"}]
+    assert reloaded.apply_chat_template(
+        chat, tokenize=False, add_generation_prompt=True
+    ) == converted.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
     clear_memory_cache()
     try:
         index = TokenizerIndex.from_hf(reloaded)

@@ -219,7 +219,6 @@ class LlamaContext:
 
     def _decode_rows(self, rows: list[tuple[_Request, int, int]]) -> None:
         import numpy as np
-        import torch
 
         lib, batch = self._lib, self._batch
         with self._exec:
@@ -254,7 +253,7 @@ class LlamaContext:
                 if not ptr:
                     raise LocalModelError("llama.cpp returned no logits")
                 row_logits = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
-                request.logits = torch.from_numpy(row_logits.copy())
+                request.logits = row_logits.copy()  # NumPy: turns on llama.cpp need no torch
 
     def _pad(self, token: int) -> None:
         """Make a one-token batch two tokens long, the second a throwaway on a sequence of its

@@ -70,9 +70,13 @@ def one_thread() -> int:
     the pool it has; the count to give `restore_threads` afterwards, 0 if nothing changed.
 
     Only this thread's OpenMP setting changes: `torch.set_num_threads` would also change the
-    count that threads starting meanwhile (the batching thread, threads of your own) take."""
-    import torch
+    count that threads starting meanwhile (the batching thread, threads of your own) take.
+    Nothing to do where torch was never imported (llama.cpp's turns work on NumPy rows)."""
+    import sys
 
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return 0
     libs = _libgomp()
     if not libs:
         return 0

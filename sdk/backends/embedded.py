@@ -237,18 +237,44 @@ def _load_dir_tokenizer(path: Path) -> PreTrainedTokenizerBase:
 
 
 def _load_gguf_tokenizer(gguf: Path) -> PreTrainedTokenizerBase:
-    cached = default_cache_dir() / "tokenizers" / _gguf_key(gguf)
+    """The GGUF's tokenizer as transformers converts it, cached as its whole backend.
+
+    The cache is read back with the generic `PreTrainedTokenizerFast`, not the class the
+    conversion picked: a class may rebuild parts of its backend when it loads (`Qwen2Tokenizer`
+    adds NFC normalization, which neither the GGUF nor llama.cpp's own tokenizer applies: a
+    non-NFC text got other ids than the model's), and the generic class loads in a fraction of
+    the time, without importing torch. Its ids, texts, special tokens and chat template are
+    the converted tokenizer's (tests/test_embedded.py checks them)."""
+    cached = default_cache_dir() / "tokenizers" / f"{_gguf_key(gguf)}-{_TOKENIZER_CACHE}"
     if cached.is_dir():
         try:
-            return _load_dir_tokenizer(cached)
+            return _load_backend_dir(cached)
         except TokenizerError:
             shutil.rmtree(cached, ignore_errors=True)  # corrupt: convert again below
     try:
         tok = _auto_tokenizer().from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     except Exception as exc:
         raise TokenizerError(f"cannot convert the tokenizer of {gguf}: {exc}") from exc
-    _save_atomically(cached, lambda d: tok.save_pretrained(str(d)))
+    _save_atomically(cached, lambda d: _save_backend(tok, d))
     return tok
+
+
+_TOKENIZER_CACHE = "b1"  # the layout of a cached converted tokenizer (older ones: converted again)
+
+
+def _save_backend(tok: Any, folder: Path) -> None:
+    tok.save_pretrained(str(folder))
+    # The backend as loaded, not as its class would write it: see `_load_gguf_tokenizer`.
+    (folder / "tokenizer.json").write_text(tok.backend_tokenizer.to_str(), encoding="utf-8")
+
+
+def _load_backend_dir(path: Path) -> PreTrainedTokenizerBase:
+    try:
+        from transformers import PreTrainedTokenizerFast
+
+        return PreTrainedTokenizerFast.from_pretrained(str(path), local_files_only=True)
+    except Exception as exc:
+        raise TokenizerError(f"cannot load a tokenizer from {path}: {exc}") from exc
 
 
 # ---------------------------------------------------------------------------------------------

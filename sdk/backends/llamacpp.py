@@ -29,7 +29,7 @@ from sdk.backends.chat_template import encode_prompt, index_for, render_prompt
 from sdk.errors import ContextLengthError, ModelLoadError
 
 if TYPE_CHECKING:
-    import torch
+    import numpy as np
 
     from sdk.decoding.generate import TurnRequest
     from sdk.engine.tokenizer import TokenizerIndex
@@ -236,22 +236,22 @@ class _LlamaSession:
         self._slot: Slot | None = None
         self._torch_threads = 0
 
-    def prefill(self) -> torch.Tensor:
+    def prefill(self) -> np.ndarray:
         return self.prefill_with(())
 
-    def prefill_with(self, extra: Sequence[int]) -> torch.Tensor:
+    def prefill_with(self, extra: Sequence[int]) -> np.ndarray:
         """The prompt (all but the prefix the cache already holds), then `extra`, in one call."""
-        # The turn's torch work (masking, sampling) is one row: on one thread, with no OpenMP
-        # pool whose spinning workers would take cores from llama.cpp's threads.
+        # The turn's own work (masking, sampling) is one NumPy row; where torch is loaded
+        # anyway, its OpenMP pool is kept from spinning on cores llama.cpp's threads need.
         self._torch_threads = one_thread()
         self._slot, n = self._context.take(self.prompt_ids)
         self.cached_tokens = n
         return self.feed([*self.prompt_ids[n:], *extra])
 
-    def feed(self, ids: Sequence[int]) -> torch.Tensor:
+    def feed(self, ids: Sequence[int]) -> np.ndarray:
         if self._slot is None:
             raise RuntimeError("feed before prefill")
-        return cast("torch.Tensor", self._context.decode(self._slot, ids))
+        return cast("np.ndarray", self._context.decode(self._slot, ids))
 
     def rollback(self, n: int) -> None:
         """Forget the last `n` fed tokens (their KV cells are removed)."""

@@ -48,10 +48,9 @@ import numpy.typing as npt
 
 from sdk._memo import per_object
 from sdk.decoding._alignment import prefix_index
+from sdk.engine.logits import Logits, fill_neginf, log_softmax, logsumexp, neginf
 
 if TYPE_CHECKING:
-    import torch
-
     from sdk.engine.tokenizer import TokenizerIndex
 
 __all__ = ["DEFAULT_AUTO_CALL_BIAS", "PROBE", "TOOL_TRAINED_CALL_BIAS", "CallGate", "GateRun"]
@@ -139,12 +138,18 @@ def _canonical(body: bytes) -> Any:
         return body.strip()
 
 
-def _logsumexp(values: torch.Tensor) -> float:
+def _host(x: Any) -> Any:
+    """A boolean or float row on the host, as NumPy (torch: `.cpu().numpy()`; NumPy: as is)."""
+    return x if isinstance(x, np.ndarray) else x.detach().cpu().numpy()
+
+
+def _mass(logp: Logits, where: np.ndarray) -> float:
+    """The log of the probability mass `logp` puts where `where` holds (-inf: none)."""
+    if isinstance(logp, np.ndarray):
+        return logsumexp(logp[where])
     import torch
 
-    if values.numel() == 0:
-        return -math.inf
-    return float(torch.logsumexp(values, dim=0).item())
+    return logsumexp(logp[torch.from_numpy(where).to(logp.device)])
 
 
 class GateRun:
@@ -193,7 +198,7 @@ class GateRun:
             and not self.text.strip(_WS)
         )
 
-    def steer(self, logits: torch.Tensor, raw: torch.Tensor | None = None) -> bytes:
+    def steer(self, logits: Logits, raw: Logits | None = None) -> bytes:
         """At a decision point: the opener, when a call must open now (the caller forces its
         tokens instead of sampling), else b"" after restricting `logits` (already masked by
         the grammar) in place where the decision is "no call". `raw`: the same logits
@@ -212,36 +217,36 @@ class GateRun:
             return b""
         return self._decide(logits, raw)
 
-    def _decide(self, logits: torch.Tensor, raw: torch.Tensor | None = None) -> bytes:
-        import torch
-
-        n = min(logits.shape[-1], len(self.tables.neutral))
-        lp = torch.log_softmax(logits.float(), dim=-1)
-        is_open = self._opener_mask(logits)
-        neutral = torch.zeros(logits.shape[-1], dtype=torch.bool)
-        neutral[:n] = torch.from_numpy(self.tables.neutral[:n])
+    def _decide(self, logits: Logits, raw: Logits | None = None) -> bytes:
+        width = logits.shape[-1]
+        n = min(width, len(self.tables.neutral))
+        lp = log_softmax(logits)
+        masked = np.asarray(_host(neginf(logits)))
+        is_open = self._opener_mask(width)
+        neutral = np.zeros(width, dtype=bool)
+        neutral[:n] = self.tables.neutral[:n]
         neutral &= ~is_open
-        bare = torch.zeros(logits.shape[-1], dtype=torch.bool)
+        bare = np.zeros(width, dtype=bool)
         if raw is not None and self.untagged is not None:
-            bare[torch.from_numpy(self.untagged[self.untagged < logits.shape[-1]])] = True
+            bare[self.untagged[self.untagged < width]] = True
             # Only where the grammar rules it out as text (a typed output's `{` is no call).
-            bare &= torch.isneginf(logits) & ~(is_open | neutral)
-        p_open = _logsumexp(lp[is_open])
+            bare &= masked & ~(is_open | neutral)
+        p_open = _mass(lp, is_open)
         if bool(bare.any()):
             # The untagged call's mass, in the units of `lp` (the share of what the mask
             # allows): the grammar removed it from the text the model may write.
             assert raw is not None
-            raw_lp = torch.log_softmax(raw.float(), dim=-1)
-            allowed = _logsumexp(raw_lp[~torch.isneginf(logits)])
-            p_bare = _logsumexp(raw_lp[bare])
+            raw_lp = log_softmax(raw)
+            allowed = _mass(raw_lp, ~masked)
+            p_bare = _mass(raw_lp, bare)
             if p_bare > -math.inf:
                 p_bare = p_bare - allowed if allowed > -math.inf else math.inf
                 hi, lo = max(p_open, p_bare), min(p_open, p_bare)
                 p_open = (
                     hi if math.isinf(hi) or lo == -math.inf else hi + math.log1p(math.exp(lo - hi))
                 )
-        p_neutral = _logsumexp(lp[neutral])
-        p_other = _logsumexp(lp[~(is_open | neutral | bare)])
+        p_neutral = _mass(lp, neutral)
+        p_other = _mass(lp, ~(is_open | neutral | bare))
         if p_neutral > max(p_open, p_other):
             return b""  # whitespace first: decide on the token after it
         self.boundary = False
@@ -254,11 +259,11 @@ class GateRun:
         self.pending_no = is_open
         if self.odds < MIN_OPENER_ODDS:  # not even considering a call: no probe
             self.decisions.append((self.odds, False))
-            logits[is_open] = float("-inf")
+            fill_neginf(logits, is_open)
             return b""
         return PROBE
 
-    def settle(self, logits: torch.Tensor, fit: float | None) -> bool:
+    def settle(self, logits: Logits, fit: float | None) -> bool:
         """Decide after the probe: `fit` is the model's own (unmasked) log-probability of the
         tool name it wrote under the grammar (None: no probe could run, the opener's odds
         decide). Returns whether to call; if not, masks the opener in `logits`."""
@@ -268,21 +273,18 @@ class GateRun:
         opened = score > 0
         self.decisions.append((score, opened))
         if not opened:
-            logits[self.pending_no] = float("-inf")
+            fill_neginf(logits, self.pending_no)
         return opened
 
-    def _opener_mask(self, logits: torch.Tensor) -> torch.Tensor:
-        import torch
-
-        keep = torch.zeros(logits.shape[-1], dtype=torch.bool)
-        ids = self.tables.opener_ids[self.tables.opener_ids < logits.shape[-1]]
-        keep[torch.from_numpy(ids)] = True
+    def _opener_mask(self, width: int) -> np.ndarray:
+        keep = np.zeros(width, dtype=bool)
+        keep[self.tables.opener_ids[self.tables.opener_ids < width]] = True
         return keep
 
-    def only_opener(self, logits: torch.Tensor) -> None:
+    def only_opener(self, logits: Logits) -> None:
         """Leave the model only the tokens that begin the opener (when its text could not be
         forced as tokens)."""
-        logits.masked_fill_(~self._opener_mask(logits), float("-inf"))
+        fill_neginf(logits, ~self._opener_mask(logits.shape[-1]))
 
     def _still_thinking(self, tokens: int, new_from: int) -> bool:
         """Track the reasoning span; False once the turn is past it (or never opened one).

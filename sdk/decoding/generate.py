@@ -22,12 +22,21 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 from sdk.decoding._alignment import give_back_extendable
 from sdk.decoding._gate import PROBE, CallGate, GateRun
 from sdk.decoding.formats import HERMES, ParsedCall, ToolCallFormat
+from sdk.engine.logits import (
+    Logits,
+    Rng,
+    all_neginf,
+    as_float,
+    choose,
+    copy,
+    log_softmax,
+    logsumexp,
+    neginf,
+)
 from sdk.errors import MatcherError, TurnCancelled, UnexpectedModelBehavior
 from sdk.result import Usage
 
 if TYPE_CHECKING:
-    import torch
-
     from sdk.decoding.turn_grammar import ToolSpec
     from sdk.engine.matcher import Matcher
     from sdk.engine.tokenizer import TokenizerIndex
@@ -68,7 +77,7 @@ class DecodeSession(Protocol):
         """Prompt tokens reused from an earlier turn's KV cache."""
         ...
 
-    def prefill(self) -> torch.Tensor:
+    def prefill(self) -> Logits:
         """Run the prompt; logits (1-D, vocab) for the first generated token.
 
         A session may also have `prefill_with(ids)`: the prompt and then `ids` in one forward
@@ -76,7 +85,7 @@ class DecodeSession(Protocol):
         calls `prefill()` and then `feed(ids)`."""
         ...
 
-    def feed(self, ids: Sequence[int]) -> torch.Tensor:
+    def feed(self, ids: Sequence[int]) -> Logits:
         """Append `ids` (one forward pass); logits for the token after them."""
         ...
 
@@ -199,18 +208,8 @@ def forced_token_ids(
     return taken
 
 
-def _choose(logits: torch.Tensor, cfg: SamplingConfig, generator: Any) -> int:
-    import torch
-
-    if cfg.temperature <= 0:
-        return int(torch.argmax(logits).item())
-    probs = torch.softmax(logits.float() / cfg.temperature, dim=-1)
-    if cfg.top_p < 1.0:
-        sorted_p, order = torch.sort(probs, descending=True)
-        keep = torch.cumsum(sorted_p, dim=-1) - sorted_p < cfg.top_p
-        keep[0] = True
-        probs = torch.zeros_like(probs).scatter_(0, order[keep], sorted_p[keep])
-    return int(torch.multinomial(probs, 1, generator=generator).item())
+def _choose(logits: Logits, cfg: SamplingConfig, generator: Rng | None) -> int:
+    return choose(logits, cfg.temperature, cfg.top_p, generator)
 
 
 def generate_turn(
@@ -271,16 +270,9 @@ def generate_turn(
     return turn.output(t_start)
 
 
-def _generator(sampling: SamplingConfig) -> Any:
+def _generator(sampling: SamplingConfig) -> Rng | None:
     """The seeded random source of a sampled turn; None when it decodes greedily."""
-    import torch
-
-    if sampling.temperature <= 0:
-        return None
-    generator = torch.Generator()
-    if sampling.seed is not None:
-        generator.manual_seed(sampling.seed)
-    return generator
+    return None if sampling.temperature <= 0 else Rng(sampling.seed)
 
 
 @dataclass(eq=False, slots=True)
@@ -300,7 +292,7 @@ class _Turn:
     heal: bool
     on_progress: Callable[[list[int]], None] | None
     runaways: Literal["reply", "calls"] | None
-    generator: Any
+    generator: Rng | None
     steer: GateRun | None
     usage: Usage
     out: list[int] = field(default_factory=list)
@@ -310,7 +302,7 @@ class _Turn:
     runaway: str = ""
     mask_time: float = 0.0
 
-    def start(self) -> torch.Tensor | None:
+    def start(self) -> Logits | None:
         """Run the prompt and the turn's forced start; the logits after them, None when the
         start completed the turn.
 
@@ -340,23 +332,21 @@ class _Turn:
                 return None
         return logits
 
-    def decode(self, logits: torch.Tensor, cancel: threading.Event | None) -> None:
+    def decode(self, logits: Logits, cancel: threading.Event | None) -> None:
         """The token loop: mask, pick (or force), extend, feed, until EOS, `max_tokens`, a
         stop `_extend` finds or `cancel` (`TurnCancelled`)."""
-        import torch
-
         matcher, session, index, out = self.matcher, self.session, self.index, self.out
         tokenizer, usage, heal = self.tokenizer, self.usage, self.heal
         sampling, generator, eos = self.sampling, self.generator, index.eos_ids
         max_tokens, fast_forward = self.max_tokens, self.fast_forward
         while len(out) < max_tokens:
-            logits = logits.float()
+            logits = as_float(logits)
             feed: list[int] = []
             preset: int | None = None  # a token already chosen (by the call probe)
             t0 = time.perf_counter()
             if matcher is not None:
                 feed, preset = self._constrain(matcher, logits)
-                if not feed and bool(torch.isneginf(logits).all()):
+                if not feed and all_neginf(logits):
                     raise _rejected(index, out, "the grammar allows none of the model's tokens")
             self.mask_time += time.perf_counter() - t0
             if not feed:
@@ -384,11 +374,11 @@ class _Turn:
             logits = session.feed(feed)
             usage.forward_passes += 1
 
-    def _constrain(self, matcher: Matcher, logits: torch.Tensor) -> tuple[list[int], int | None]:
+    def _constrain(self, matcher: Matcher, logits: Logits) -> tuple[list[int], int | None]:
         """Mask `logits` with the grammar, and let the gate steer them. The tokens to force
         (a call opener the gate decided on) and the token the call probe chose, if any."""
         steer = self.steer
-        raw = logits.clone() if steer is not None and steer.wants_raw() else None
+        raw = copy(logits) if steer is not None and steer.wants_raw() else None
         try:
             matcher.apply_to_logits(logits)
         except MatcherError as exc:  # dead state: cannot happen with a sound grammar
@@ -413,9 +403,7 @@ class _Turn:
         self.usage.forced_tokens += len(feed)
         return feed, preset
 
-    def _probe(
-        self, matcher: Matcher, steer: GateRun, logits: torch.Tensor
-    ) -> tuple[bytes, int | None]:
+    def _probe(self, matcher: Matcher, steer: GateRun, logits: Logits) -> tuple[bytes, int | None]:
         """The gate asked for the call probe (`_probe_call`): the opener to force (b"" for
         none) and, where the probe's start of a call is kept, the token it chose."""
         t_probe = time.perf_counter()
@@ -505,14 +493,14 @@ class _Turn:
         )
 
 
-def _prefill(session: DecodeSession, start: list[int]) -> tuple[torch.Tensor, int]:
+def _prefill(session: DecodeSession, start: list[int]) -> tuple[Logits, int]:
     """The prompt and the turn's forced `start` run (logits after them, forward passes): in
     one pass where the session can."""
     if not start:
         return session.prefill(), 1
     both = getattr(session, "prefill_with", None)
     if both is not None:
-        return cast("torch.Tensor", both(start)), 1
+        return cast("Logits", both(start)), 1
     session.prefill()
     return session.feed(start), 2
 
@@ -531,7 +519,7 @@ def _probe_call(
     tokenizer: Any,
     prefix: bytes,
     sampling: SamplingConfig,
-    generator: Any,
+    generator: Rng | None,
     budget: int,
 ) -> _Probe | None:
     """Open a call tentatively (one forward pass over the opener and the forced start of the
@@ -539,8 +527,6 @@ def _probe_call(
     names get: a model that wants a tool nobody offered puts its mass elsewhere. Only the
     first name token counts (later ones depend on how many tools share a prefix). None where
     the session cannot be rolled back or the budget is too small; the matcher is not moved."""
-    import torch
-
     if not prefix or not hasattr(session, "rollback"):
         return None
     fork = matcher.fork()
@@ -551,10 +537,10 @@ def _probe_call(
         return None
     if not ids or len(ids) + 1 >= budget:
         return None
-    logits = session.feed(ids).float()
-    logp = torch.log_softmax(logits, dim=-1)
+    logits = as_float(session.feed(ids))
+    logp = log_softmax(logits)
     fork.apply_to_logits(logits)
-    fit = float(torch.logsumexp(logp[~torch.isneginf(logits)], dim=0))
+    fit = logsumexp(logp[~neginf(logits)])
     tid = _choose(logits, sampling, generator)
     return _Probe(list(ids), tid, fit)
 

@@ -11,10 +11,9 @@ from ..errors import NoValidTokenError, TokenRejectedError
 from . import _vocab
 from ._owner import OWNER
 from ._runtime import Runtime, State
+from .logits import Logits, keep_only
 
 if TYPE_CHECKING:
-    import torch
-
     from .grammar import CompiledGrammar
 
 _lock = threading.Lock()
@@ -110,17 +109,11 @@ class Matcher:
         packed = self._rt.state_mask(self._state)
         return bool((packed[token_id >> 3] >> (token_id & 7)) & 1)
 
-    def apply_to_logits(self, logits: torch.Tensor) -> torch.Tensor:
-        """Set forbidden logits (last dimension) to -inf in place; padding ids are forbidden."""
-        import torch
-
-        allowed = torch.from_numpy(self.mask())
-        n = logits.shape[-1]
-        if n > allowed.shape[0]:
-            allowed = torch.cat([allowed, torch.zeros(n - allowed.shape[0], dtype=torch.bool)])
-        else:
-            allowed = allowed[:n]
-        return logits.masked_fill_(~allowed.to(logits.device), float("-inf"))
+    def apply_to_logits(self, logits: Logits) -> Logits:
+        """Set forbidden logits (last dimension) to -inf in place; padding ids are forbidden.
+        `logits`: a torch tensor (any device) or a NumPy array."""
+        keep_only(logits, self.mask())
+        return logits
 
     # -- moves
 
