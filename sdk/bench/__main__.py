@@ -26,6 +26,8 @@ subcommands:
                   `servers --help`
   turns           a turn grammar over tools already defined: build time, schema compiles
                   paid; see `turns --help`
+  faithful        the masked sampler against the model restricted to the grammar, exactly
+                  enumerated, and exact sampling (KL per small schema); see `faithful --help`
 """
 
 
@@ -78,6 +80,12 @@ def _servers(argv: list[str]) -> int:
     return main(argv)
 
 
+def _faithful(argv: list[str]) -> int:
+    from .faithful import main
+
+    return main(argv)
+
+
 def _turns(argv: list[str]) -> int:
     from .turns import main
 
@@ -94,6 +102,7 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "backends": _backends,
     "servers": _servers,
     "turns": _turns,
+    "faithful": _faithful,
 }
 
 

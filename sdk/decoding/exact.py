@@ -1,0 +1,264 @@
+"""Sampling from the model restricted to the grammar, exactly: p(y | y in L).
+
+Masking each step and renormalizing draws from q(y) = prod_t p(y_t | y_<t) / Z_t, where Z_t
+is the share of the model's mass the grammar allows at step t. That is not p(y | y in L): q
+favours prefixes whose continuations the grammar allows more of, whatever the model thought of
+them (the seed documents' central limit of constrained decoding).
+
+Exact draws come from adaptive rejection, after CARS (Parys et al., 2025). A trie of the
+prefixes visited keeps, for each, the model's next-token distribution and `dead`: the share of
+its mass proven to lead to no valid output (the tokens the grammar's mask rejects there, and
+what its children proved). A draw walks the trie from the top choosing each token with weight
+p(a | s) (1 - dead(s a)), the model's mass on valid continuations as far as the trie knows. At
+a prefix the trie did not know, the mask rejects a share m of its mass that the walk did not
+account for. So the draw is kept with probability prod (1 - m) over those new prefixes, and
+otherwise drawn again from the top, the trie now knowing them. A kept draw is exactly
+p(y | y in L), whatever the trie knew before. Each draw teaches the trie, so later ones are
+kept more often, and prefixes already visited cost no forward pass.
+
+An output ends where the grammar does: at the end token where the grammar may end, or where
+nothing but the end token could follow (the turn stops there without sampling it, as the
+masked sampler does). `max_tokens` bounds the outputs considered.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from sdk.errors import UnexpectedModelBehavior
+
+if TYPE_CHECKING:
+    from sdk.decoding.generate import RollbackSession
+    from sdk.engine.matcher import Matcher
+
+__all__ = ["ExactDraw", "ExactSampler"]
+
+
+@dataclass(frozen=True)
+class ExactDraw:
+    """One output: its tokens, the attempts it took (1: the first was kept) and the forward
+    passes the sampler ran for it."""
+
+    tokens: tuple[int, ...]
+    attempts: int
+    passes: int
+
+
+@dataclass(eq=False)
+class _Node:
+    path: tuple[int, ...]
+    matcher: Matcher | None  # None at a leaf
+    leaf: bool = False  # a complete output: nothing to choose here
+    logp: np.ndarray | None = None  # the model's tempered next-token log-probabilities
+    allowed: np.ndarray | None = None  # the grammar's mask
+    masked: float = 0.0  # the mass the mask rejects here
+    dead: float = 0.0  # the mass proven to lead nowhere valid: `masked` and the children's
+    kids: dict[int, _Node] = field(default_factory=dict)
+
+    @property
+    def opened(self) -> bool:
+        return self.leaf or self.logp is not None
+
+
+class _Cursor:
+    """The session positioned at whichever prefix the trie asks for (rolled back to the
+    common prefix, the rest fed in one pass)."""
+
+    def __init__(self, session: RollbackSession) -> None:
+        self.session = session
+        self.fed: list[int] = []
+        self.root: Any = session.prefill()
+        self.passes = 1
+
+    def logits(self, path: Sequence[int]) -> Any:
+        if not path:
+            return self.root
+        common = 0
+        for a, b in zip(self.fed, path, strict=False):
+            if a != b:
+                break
+            common += 1
+        common = min(common, len(path) - 1)  # the logits after path[-1]: it is fed again
+        if len(self.fed) > common:
+            self.session.rollback(len(self.fed) - common)
+            del self.fed[common:]
+        out = self.session.feed(list(path[common:]))
+        self.fed.extend(path[common:])
+        self.passes += 1
+        return out
+
+
+def _log_softmax(logits: Any, temperature: float) -> np.ndarray:
+    row = logits if isinstance(logits, np.ndarray) else logits.detach().float().cpu().numpy()
+    x = row.astype(np.float64) / temperature
+    x -= np.max(x)
+    return x - math.log(float(np.exp(x).sum()))
+
+
+class ExactSampler:
+    """Exact draws from p(y | y in L) over one session (see the module's doc).
+
+    Args:
+        session: The turn's session, not yet prefilled; it must roll back (`rollback`).
+        matcher: The grammar's matcher at the output's start (not moved: forks are).
+        eos_ids: The model's end tokens.
+        temperature: The model's distribution is p^(1/T), renormalized (T > 0).
+        rng: The random source.
+        max_tokens: Outputs longer than this are not considered.
+    """
+
+    def __init__(
+        self,
+        session: RollbackSession,
+        matcher: Matcher,
+        eos_ids: frozenset[int],
+        *,
+        temperature: float = 1.0,
+        rng: np.random.Generator | None = None,
+        max_tokens: int = 256,
+    ) -> None:
+        if temperature <= 0:
+            raise ValueError("exact sampling needs temperature > 0 (greedy has no distribution)")
+        self.temperature = temperature
+        self.rng = rng if rng is not None else np.random.default_rng()
+        self.max_tokens = max_tokens
+        self.eos_ids = eos_ids
+        self._cursor = _Cursor(session)
+        self.root = _Node((), matcher.fork())
+        self._open(self.root)
+
+    @property
+    def forward_passes(self) -> int:
+        return self._cursor.passes
+
+    # ------------------------------------------------------------------ the trie
+
+    def _open(self, node: _Node) -> None:
+        """The model's distribution and the grammar's mask at `node` (one forward pass where
+        the node is new)."""
+        assert node.matcher is not None
+        node.logp = logp = _log_softmax(self._cursor.logits(node.path), self.temperature)
+        allowed = np.zeros(logp.shape[0], dtype=bool)
+        mask = node.matcher.mask()
+        n = min(len(mask), logp.shape[0])
+        allowed[:n] = mask[:n]
+        if len(node.path) >= self.max_tokens:  # only the end may follow
+            ends = np.zeros_like(allowed)
+            ends[[i for i in self.eos_ids if i < len(ends)]] = True
+            allowed &= ends
+        node.allowed = allowed
+        kept = float(np.exp(logp[allowed]).sum()) if allowed.any() else 0.0
+        node.masked = node.dead = min(1.0, max(0.0, 1.0 - kept))
+
+    def _child(self, node: _Node, token: int) -> _Node:
+        kid = node.kids.get(token)
+        if kid is not None:
+            return kid
+        path = (*node.path, token)
+        if token in self.eos_ids:
+            kid = _Node(path, None, leaf=True)
+        else:
+            assert node.matcher is not None
+            fork = node.matcher.fork()
+            fork.advance(token)
+            kid = _Node(path, fork, leaf=fork.is_terminated())
+            if kid.leaf:
+                kid.matcher = None
+        node.kids[token] = kid
+        return kid
+
+    def _weights(self, node: _Node, *, exact: bool) -> np.ndarray:
+        assert node.logp is not None and node.allowed is not None
+        w = np.where(node.allowed, np.exp(node.logp), 0.0)
+        if exact:
+            for token, kid in node.kids.items():
+                w[token] *= 1.0 - kid.dead
+        return w
+
+    def _pick(self, weights: np.ndarray) -> int:
+        total = float(weights.sum())
+        if not total > 0:
+            raise UnexpectedModelBehavior("no valid output has any probability under the model")
+        cdf = np.cumsum(weights)
+        pick = int(np.searchsorted(cdf, self.rng.random() * cdf[-1], side="right"))
+        return min(pick, len(cdf) - 1)
+
+    @staticmethod
+    def _settle(nodes: list[_Node]) -> None:
+        """Recompute `dead` up the path just walked (children first)."""
+        for node in reversed(nodes):
+            if node.leaf or node.logp is None:
+                continue
+            p = node.logp
+            node.dead = min(
+                1.0, node.masked + sum(math.exp(p[t]) * k.dead for t, k in node.kids.items())
+            )
+
+    # ------------------------------------------------------------------ draws
+
+    def draw(self, max_attempts: int = 10_000) -> ExactDraw:
+        """One exact draw from p(y | y in L)."""
+        passes = self._cursor.passes
+        for attempt in range(1, max_attempts + 1):
+            node, walked, keep = self.root, [self.root], 1.0
+            while not node.leaf:
+                node = self._child(node, self._pick(self._weights(node, exact=True)))
+                walked.append(node)
+                if not node.opened:
+                    self._open(node)
+                    keep *= 1.0 - node.masked  # the walk counted this mass as alive
+            self._settle(walked)
+            if self.rng.random() < keep:
+                return ExactDraw(node.path, attempt, self._cursor.passes - passes)
+        raise UnexpectedModelBehavior(
+            f"no draw was kept in {max_attempts} attempts (valid outputs have too little mass)"
+        )
+
+    def masked_draw(self) -> ExactDraw:
+        """One draw of the usual masked sampler (each step renormalized over the allowed
+        tokens), on the same trie: the baseline `draw` corrects."""
+        passes = self._cursor.passes
+        node = self.root
+        while not node.leaf:
+            node = self._child(node, self._pick(self._weights(node, exact=False)))
+            if not node.opened:
+                self._open(node)
+        return ExactDraw(node.path, 1, self._cursor.passes - passes)
+
+    # ------------------------------------------------------------------ enumeration
+
+    def enumerate(self, floor: float = 1e-9) -> tuple[dict[tuple[int, ...], float], float]:
+        """Every output (a token path) with p(y) under the model (not normalized), skipping
+        prefixes whose probability is below `floor` (0: none), and the mass of what was
+        skipped (an upper bound on what is missing). Opens every prefix on the way: for small
+        grammars (a few hundred outputs)."""
+        found: dict[tuple[int, ...], float] = {}
+        cut = 0.0
+        least = math.log(floor) if floor > 0 else -math.inf
+        for path, mass, complete in self._walk(self.root, 0.0, least):
+            if complete:
+                found[path] = mass
+            else:
+                cut += mass
+        return found, cut
+
+    def _walk(
+        self, node: _Node, logmass: float, least: float
+    ) -> Iterator[tuple[tuple[int, ...], float, bool]]:
+        if node.leaf:
+            yield node.path, math.exp(logmass), True
+            return
+        if not node.opened:
+            self._open(node)
+        assert node.logp is not None and node.allowed is not None
+        for token in np.flatnonzero(node.allowed).tolist():
+            lm = logmass + float(node.logp[token])
+            if lm < least:
+                yield (*node.path, token), math.exp(lm), False
+                continue
+            yield from self._walk(self._child(node, token), lm, least)
