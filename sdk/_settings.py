@@ -19,7 +19,7 @@ __all__ = [
     "check_tools_arg",
 ]
 
-RUN_SETTINGS = ("max_tokens", "temperature", "top_p", "seed")
+RUN_SETTINGS = ("max_tokens", "temperature", "top_p", "seed", "decoding")
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def check_int(name: str, value: Any, minimum: int) -> int:
     return value
 
 
-def check_sampling(temperature: Any, top_p: Any, seed: Any) -> None:
+def check_sampling(temperature: Any, top_p: Any, seed: Any, decoding: Any = "masked") -> None:
     for name, value in (("temperature", temperature), ("top_p", top_p)):
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(f"{name}={value!r}: expected a number")
@@ -71,6 +71,13 @@ def check_sampling(temperature: Any, top_p: Any, seed: Any) -> None:
         raise ConfigError(f"top_p={top_p!r}: must be in (0, 1]")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ConfigError(f"seed={seed!r}: expected an int or None")
+    if decoding not in ("masked", "exact"):
+        raise ConfigError(f"decoding={decoding!r}: expected 'masked' or 'exact'")
+    if decoding == "exact" and (temperature <= 0 or top_p < 1):
+        raise ConfigError(
+            "decoding='exact' draws from the model's own distribution over valid outputs: it "
+            f"needs temperature > 0 and top_p=1 (got temperature={temperature}, top_p={top_p})"
+        )
 
 
 def check_tools_arg(tools: Any) -> list[Any]:

@@ -71,6 +71,9 @@ class Usage:
         repeated_calls: calls that repeated an earlier one: cut away within a turn, or
             answered from the earlier result in a later turn (not run again).
         cut_calls: calls `max_tokens` cut (the complete calls before them were kept).
+        exact_attempts: draws tried by turns sampled with `decoding="exact"`, the kept ones
+            included (0: no turn was): the attempts beyond one per turn are the price of
+            exactness.
         loosened_turns: remote turns whose server-side grammar was looser than the turn
             grammar, because the server's grammar format cannot express one of its constructs
             (logged at export, see `OpenAIChatModel`); the agent's own parse and validation
@@ -91,6 +94,7 @@ class Usage:
     # earlier result in a later turn (not run again)
     repeated_calls: int = 0
     cut_calls: int = 0  # calls max_tokens cut (the complete calls before them were kept)
+    exact_attempts: int = 0  # draws tried by exactly sampled turns, the kept ones included
     loosened_turns: int = 0  # remote turns sent a looser grammar than theirs (logged)
     mask_time_s: float = 0.0
     generation_time_s: float = 0.0

@@ -167,3 +167,58 @@ def test_the_faithful_bench_on_the_embedded_model() -> None:
     assert row["tv_exact"] < 0.08 and row["tv_masked"] > 0.3, row
     assert row["cold_exact_attempts"] >= 1.0 and row["cold_masked_passes"] >= 1.0
     assert "pick_1_10" in faithful.format_table([row])
+
+
+# ------------------------------------------------------------------------------ in the agent
+
+
+def test_agent_exact_decoding_settings_are_checked() -> None:
+    from sdk import Agent, ConfigError
+
+    with pytest.raises(ConfigError, match="temperature > 0"):
+        Agent(decoding="exact")
+    with pytest.raises(ConfigError, match="top_p=1"):
+        Agent(decoding="exact", temperature=1.0, top_p=0.9)
+    with pytest.raises(ConfigError, match="'masked' or 'exact'"):
+        Agent(decoding="best", temperature=1.0)  # type: ignore[arg-type]
+    agent = Agent(temperature=0.0)
+    with pytest.raises(ConfigError, match="temperature > 0"):
+        agent.run_sync("hi", settings={"decoding": "exact"})
+
+
+def test_agent_exact_decoding_on_the_embedded_model() -> None:
+    """A typed output and a required call are drawn exactly (`usage.exact_attempts`); the
+    answer turn after the call is masked as usual; a server cannot do it."""
+    pytest.importorskip("llama_cpp")
+    from typing import Literal
+
+    from sdk import Agent, ConfigError, tool
+    from sdk.backends.openai import OpenAIChatModel
+
+    unit = Literal["celsius", "fahrenheit", "kelvin"]
+    typed = Agent(output_type=unit, decoding="exact", temperature=1.0)
+    for seed in range(3):
+        result = typed.run_sync("Name a temperature unit.", settings={"seed": seed})
+        assert result.output in ("celsius", "fahrenheit", "kelvin")
+        assert result.usage.exact_attempts >= 1
+    masked = Agent(output_type=unit, temperature=1.0).run_sync("Name a temperature unit.")
+    assert masked.usage.exact_attempts == 0
+
+    @tool
+    def set_unit(unit: Literal["celsius", "fahrenheit"]) -> str:
+        """Set the display unit.
+
+        Args:
+            unit: The unit.
+        """
+        return f"set to {unit}"
+
+    calls = Agent(
+        tools=[set_unit], tool_choice=["required", "none"], decoding="exact", temperature=1.0
+    )
+    result = calls.run_sync("Show temperatures in Fahrenheit.", settings={"seed": 1})
+    assert result.tool_calls and result.tool_calls[0].name == "set_unit"
+    assert result.usage.exact_attempts >= 1 and isinstance(result.output, str)
+    remote = Agent(OpenAIChatModel("http://127.0.0.1:9/v1", "m"), decoding="exact", temperature=1.0)
+    with pytest.raises(ConfigError, match="needs a local model"):
+        remote.run_sync("hi")

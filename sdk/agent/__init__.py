@@ -114,6 +114,13 @@ class Agent(Generic[OutputT]):
             are drawn from (nucleus sampling); 1.0 keeps all. In (0, 1].
         seed: seeds the sampling, so that a run with `temperature > 0` can be repeated;
             None leaves it unseeded.
+        decoding: "masked" (the default) samples each token among those the grammar allows,
+            renormalized, which distorts the model's distribution over valid outputs
+            (docs/concepts/faithful-sampling.md). "exact" draws a turn whose whole reply the
+            grammar constrains (a typed output, a `"required"` turn without a reasoning span)
+            from the model restricted to the grammar, exactly, on a local model; other turns
+            are masked as usual. `usage.exact_attempts` counts its draws. It needs
+            `temperature > 0` and `top_p=1`.
         tool_errors: "return" sends a tool's exception text back to the model, a failed attempt
             on that tool's `retries` budget; "raise" ends the run with `ToolExecutionError`.
         parallel_tool_calls: allow several calls in one turn. Small models tend to repeat the same
@@ -167,6 +174,7 @@ class Agent(Generic[OutputT]):
         temperature: float = 0.0,
         top_p: float = 1.0,
         seed: int | None = None,
+        decoding: Literal["masked", "exact"] = "masked",
         tool_errors: ToolErrors = "return",
         parallel_tool_calls: bool = True,
         call_format: ToolCallFormat | str = "auto",
@@ -193,6 +201,7 @@ class Agent(Generic[OutputT]):
         temperature: float = 0.0,
         top_p: float = 1.0,
         seed: int | None = None,
+        decoding: Literal["masked", "exact"] = "masked",
         tool_errors: ToolErrors = "return",
         parallel_tool_calls: bool = True,
         call_format: ToolCallFormat | str = "auto",
@@ -219,6 +228,7 @@ class Agent(Generic[OutputT]):
         temperature: float = 0.0,
         top_p: float = 1.0,
         seed: int | None = None,
+        decoding: Literal["masked", "exact"] = "masked",
         tool_errors: ToolErrors = "return",
         parallel_tool_calls: bool = True,
         call_format: ToolCallFormat | str = "auto",
@@ -244,6 +254,7 @@ class Agent(Generic[OutputT]):
         temperature: float = 0.0,
         top_p: float = 1.0,
         seed: int | None = None,
+        decoding: Literal["masked", "exact"] = "masked",
         tool_errors: ToolErrors = "return",
         parallel_tool_calls: bool = True,
         call_format: ToolCallFormat | str = "auto",
@@ -260,7 +271,7 @@ class Agent(Generic[OutputT]):
         self._tool_manager = ToolManager(self.tools, tool_errors, retries)
         check_int("max_tokens", max_tokens, 1)
         check_int("max_steps", max_steps, 1)
-        check_sampling(temperature, top_p, seed)
+        check_sampling(temperature, top_p, seed, decoding)
         self.tool_choice = tool_choice
         self.output_type = output_type
         self._output_adapter, output_schema = output_adapter(output_type)
@@ -268,7 +279,9 @@ class Agent(Generic[OutputT]):
         self.max_tokens = max_tokens
         self.max_steps = max_steps
         self.retries = retries
-        self.sampling = SamplingConfig(temperature=temperature, top_p=top_p, seed=seed)
+        self.sampling = SamplingConfig(
+            temperature=temperature, top_p=top_p, seed=seed, decoding=decoding
+        )
         self.tool_errors = tool_errors
         self.format = check_call_format(call_format)
         self.call_style = call_style

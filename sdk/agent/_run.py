@@ -248,10 +248,10 @@ def new_run(
         raise ConfigError(f"requires_approval={options.approval!r}: expected a callable")
     overrides = check_run_settings(options.settings)
     sampling = agent.sampling
-    if overrides.keys() & {"temperature", "top_p", "seed"}:
+    if overrides.keys() & {"temperature", "top_p", "seed", "decoding"}:
         changes = {k: v for k, v in overrides.items() if k != "max_tokens"}
         sampling = replace(sampling, **changes)
-        check_sampling(sampling.temperature, sampling.top_p, sampling.seed)
+        check_sampling(sampling.temperature, sampling.top_p, sampling.seed, sampling.decoding)
     if options.limits is not None and not isinstance(options.limits, UsageLimits):
         raise ConfigError(f"usage_limits={options.limits!r}: expected a UsageLimits")
     if options.prepare is not None and not callable(options.prepare):

@@ -27,9 +27,10 @@ import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast, runtime_checkable
 
 from sdk._stream import TokenStream, TurnScanner, emit_whole_turn
+from sdk.decoding.exact import exact_turn
 from sdk.decoding.generate import (
     DecodeSession,
     SamplingConfig,
@@ -37,11 +38,12 @@ from sdk.decoding.generate import (
     TurnRequest,
     generate_turn,
 )
-from sdk.decoding.local_turn import open_turn
+from sdk.decoding.local_turn import LocalTurn, open_turn, reasoning_start
 from sdk.errors import ConfigError
 
 if TYPE_CHECKING:
     from sdk.decoding._gate import CallGate
+    from sdk.decoding.generate import RollbackSession
     from sdk.decoding.turn_grammar import TurnGrammar
     from sdk.engine.tokenizer import TokenizerIndex
 
@@ -167,6 +169,13 @@ def run_local_turn(
     if settings.scanner is not None:
         stream = TokenStream(settings.scanner, turn.index.decode_bytes)
         stream.scanner.opened = turn.reasoning_opened
+    if _exact_applies(turn, request, grammar, settings):
+        assert turn.matcher is not None
+        session = cast("RollbackSession", turn.session)
+        out = exact_turn(session, turn.matcher, turn.index, max_tokens, settings.sampling, stream)
+        if stream is not None:
+            stream.finish()
+        return out
     out = generate_turn(
         turn.session,
         turn.matcher,
@@ -184,6 +193,20 @@ def run_local_turn(
     if stream is not None:
         stream.finish()
     return out
+
+
+def _exact_applies(
+    turn: LocalTurn, request: TurnRequest, grammar: TurnGrammar, settings: TurnSettings
+) -> bool:
+    """`decoding="exact"` draws turns whose whole reply the grammar constrains: a typed
+    output, or a `"required"` turn without a reasoning span (whose free text the gate bounds)."""
+    return (
+        settings.sampling.decoding == "exact"
+        and turn.matcher is not None
+        and grammar.mode in ("output", "required")
+        and not reasoning_start(request.fmt)
+        and hasattr(turn.session, "rollback")
+    )
 
 
 def _runaway_scope(mode: str, gated: bool) -> Literal["reply", "calls"] | None:
@@ -210,9 +233,18 @@ async def arun_local_turn(
         raise
 
 
+def _local_only(settings: TurnSettings) -> None:
+    if settings.sampling.decoding == "exact":
+        raise ConfigError(
+            "decoding='exact' needs a local model (it reads the model's distribution at every "
+            "prefix it visits); a server samples on its own"
+        )
+
+
 def run_remote_turn(
     server: RemoteBackend, request: TurnRequest, grammar: TurnGrammar, settings: TurnSettings
 ) -> TurnOutput:
+    _local_only(settings)
     out = server.complete_turn(request, grammar, **_server_options(settings))
     return _streamed_whole(out, settings)
 
@@ -220,6 +252,7 @@ def run_remote_turn(
 async def arun_remote_turn(
     server: RemoteBackend, request: TurnRequest, grammar: TurnGrammar, settings: TurnSettings
 ) -> TurnOutput:
+    _local_only(settings)
     out = await server.acomplete_turn(request, grammar, **_server_options(settings))
     return _streamed_whole(out, settings)
 

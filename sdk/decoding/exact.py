@@ -6,13 +6,14 @@ favours prefixes whose continuations the grammar allows more of, whatever the mo
 them (the seed documents' central limit of constrained decoding).
 
 Exact draws come from adaptive rejection, after CARS (Parys et al., 2025). A trie of the
-prefixes visited keeps, for each, the model's next-token distribution and `dead`: the share of
-its mass proven to lead to no valid output (the tokens the grammar's mask rejects there, and
-what its children proved). A draw walks the trie from the top choosing each token with weight
-p(a | s) (1 - dead(s a)), the model's mass on valid continuations as far as the trie knows. At
-a prefix the trie did not know, the mask rejects a share m of its mass that the walk did not
-account for. So the draw is kept with probability prod (1 - m) over those new prefixes, and
-otherwise drawn again from the top, the trie now knowing them. A kept draw is exactly
+prefixes visited keeps, for each, the model's next-token distribution and `alive`: the share
+of its mass not proven to lead to no valid output (the tokens the grammar's mask rejects there
+are taken off, and what its children proved). A draw walks the trie from the top choosing each
+token with weight p(a | s) alive(s a), the model's mass on valid continuations as far as the
+trie knows. At a prefix the trie did not know, the mask rejects a share m of its mass that the
+walk did not account for. So the draw is kept with probability prod (1 - m) over those new
+prefixes, and otherwise drawn again from the top, the trie now knowing them. (Shares are kept
+as logarithms: a prefix's valid mass can be far below what 1 - dead resolves.) A kept draw is exactly
 p(y | y in L), whatever the trie knew before. Each draw teaches the trie, so later ones are
 kept more often, and prefixes already visited cost no forward pass.
 
@@ -33,10 +34,13 @@ import numpy as np
 from sdk.errors import UnexpectedModelBehavior
 
 if TYPE_CHECKING:
-    from sdk.decoding.generate import RollbackSession
-    from sdk.engine.matcher import Matcher
+    from collections.abc import Callable
 
-__all__ = ["ExactDraw", "ExactSampler"]
+    from sdk.decoding.generate import RollbackSession, SamplingConfig, TurnOutput
+    from sdk.engine.matcher import Matcher
+    from sdk.engine.tokenizer import TokenizerIndex
+
+__all__ = ["ExactDraw", "ExactSampler", "exact_turn"]
 
 
 @dataclass(frozen=True)
@@ -56,8 +60,10 @@ class _Node:
     leaf: bool = False  # a complete output: nothing to choose here
     logp: np.ndarray | None = None  # the model's tempered next-token log-probabilities
     allowed: np.ndarray | None = None  # the grammar's mask
-    masked: float = 0.0  # the mass the mask rejects here
-    dead: float = 0.0  # the mass proven to lead nowhere valid: `masked` and the children's
+    log_kept: float = 0.0  # log of the mass the mask allows here
+    # log of the mass not proven to lead nowhere valid (the mask's rejections and what the
+    # children proved taken off): logs, as that mass can be far below float precision of 1
+    log_alive: float = 0.0
     kids: dict[int, _Node] = field(default_factory=dict)
 
     @property
@@ -91,6 +97,15 @@ class _Cursor:
         self.fed.extend(path[common:])
         self.passes += 1
         return out
+
+
+def _logsumexp(x: np.ndarray) -> float:
+    if x.size == 0:
+        return -math.inf
+    top = float(np.max(x))
+    if top == -math.inf:
+        return -math.inf
+    return top + math.log(float(np.exp(x - top).sum()))
 
 
 def _log_softmax(logits: Any, temperature: float) -> np.ndarray:
@@ -152,8 +167,7 @@ class ExactSampler:
             ends[[i for i in self.eos_ids if i < len(ends)]] = True
             allowed &= ends
         node.allowed = allowed
-        kept = float(np.exp(logp[allowed]).sum()) if allowed.any() else 0.0
-        node.masked = node.dead = min(1.0, max(0.0, 1.0 - kept))
+        node.log_kept = node.log_alive = _logsumexp(logp[allowed])
 
     def _child(self, node: _Node, token: int) -> _Node:
         kid = node.kids.get(token)
@@ -172,48 +186,57 @@ class ExactSampler:
         node.kids[token] = kid
         return kid
 
-    def _weights(self, node: _Node, *, exact: bool) -> np.ndarray:
+    @staticmethod
+    def _log_weights(node: _Node, *, exact: bool) -> np.ndarray:
+        """Each token's log weight at `node`: its log-probability where the grammar allows it,
+        plus (`exact`) its child's `log_alive` where the child was visited."""
         assert node.logp is not None and node.allowed is not None
-        w = np.where(node.allowed, np.exp(node.logp), 0.0)
+        w = np.where(node.allowed, node.logp, -np.inf)
         if exact:
             for token, kid in node.kids.items():
-                w[token] *= 1.0 - kid.dead
+                w[token] += kid.log_alive
         return w
 
-    def _pick(self, weights: np.ndarray) -> int:
-        total = float(weights.sum())
-        if not total > 0:
+    def _pick(self, log_weights: np.ndarray) -> int:
+        top = float(np.max(log_weights))
+        if top == -math.inf:
             raise UnexpectedModelBehavior("no valid output has any probability under the model")
-        cdf = np.cumsum(weights)
+        cdf = np.cumsum(np.exp(log_weights - top))
         pick = int(np.searchsorted(cdf, self.rng.random() * cdf[-1], side="right"))
         return min(pick, len(cdf) - 1)
 
-    @staticmethod
-    def _settle(nodes: list[_Node]) -> None:
-        """Recompute `dead` up the path just walked (children first)."""
+    def _settle(self, nodes: list[_Node]) -> None:
+        """Recompute `log_alive` up the path just walked (children first)."""
         for node in reversed(nodes):
-            if node.leaf or node.logp is None:
-                continue
-            p = node.logp
-            node.dead = min(
-                1.0, node.masked + sum(math.exp(p[t]) * k.dead for t, k in node.kids.items())
-            )
+            if not node.leaf and node.logp is not None:
+                node.log_alive = _logsumexp(self._log_weights(node, exact=True))
 
     # ------------------------------------------------------------------ draws
 
-    def draw(self, max_attempts: int = 10_000) -> ExactDraw:
-        """One exact draw from p(y | y in L)."""
+    def draw(self, max_attempts: int = 10_000, max_passes: int | None = None) -> ExactDraw:
+        """One exact draw from p(y | y in L) (`UnexpectedModelBehavior` where none was kept
+        within `max_attempts`, or `max_passes` forward passes)."""
         passes = self._cursor.passes
         for attempt in range(1, max_attempts + 1):
-            node, walked, keep = self.root, [self.root], 1.0
-            while not node.leaf:
-                node = self._child(node, self._pick(self._weights(node, exact=True)))
+            if max_passes is not None and self._cursor.passes - passes > max_passes:
+                raise UnexpectedModelBehavior(
+                    f"no exact draw was kept in {max_passes} forward passes ({attempt - 1} "
+                    "attempts): the model puts little mass on valid outputs here; "
+                    "decoding='masked' does not reject"
+                )
+            # The draw is kept where log u < log(prod (1 - m)); the product only falls along
+            # the walk, so u is drawn first and a doomed walk stops where it falls below it:
+            # the same decision, without the forward passes of the rest of the walk.
+            log_u = math.log(1.0 - self.rng.random())  # u in (0, 1]
+            node, walked, log_keep = self.root, [self.root], 0.0
+            while not node.leaf and log_keep > log_u:
+                node = self._child(node, self._pick(self._log_weights(node, exact=True)))
                 walked.append(node)
                 if not node.opened:
                     self._open(node)
-                    keep *= 1.0 - node.masked  # the walk counted this mass as alive
+                    log_keep += node.log_kept  # the walk counted its rejected mass as alive
             self._settle(walked)
-            if self.rng.random() < keep:
+            if node.leaf and log_keep > log_u:
                 return ExactDraw(node.path, attempt, self._cursor.passes - passes)
         raise UnexpectedModelBehavior(
             f"no draw was kept in {max_attempts} attempts (valid outputs have too little mass)"
@@ -225,7 +248,7 @@ class ExactSampler:
         passes = self._cursor.passes
         node = self.root
         while not node.leaf:
-            node = self._child(node, self._pick(self._weights(node, exact=False)))
+            node = self._child(node, self._pick(self._log_weights(node, exact=False)))
             if not node.opened:
                 self._open(node)
         return ExactDraw(node.path, 1, self._cursor.passes - passes)
@@ -262,3 +285,47 @@ class ExactSampler:
                 yield (*node.path, token), math.exp(lm), False
                 continue
             yield from self._walk(self._child(node, token), lm, least)
+
+
+def exact_turn(
+    session: RollbackSession,
+    matcher: Matcher,
+    index: TokenizerIndex,
+    max_tokens: int,
+    sampling: SamplingConfig,
+    on_progress: Callable[[list[int]], None] | None = None,
+) -> TurnOutput:
+    """A whole-reply constrained turn drawn exactly (`Agent(decoding="exact")`): its output
+    never runs past `max_tokens` (longer outputs are not drawn), so it always ends where the
+    grammar does."""
+    import time
+
+    from sdk.decoding.generate import TurnOutput
+    from sdk.result import Usage
+
+    t0 = time.perf_counter()
+    try:
+        sampler = ExactSampler(
+            session,
+            matcher,
+            index.eos_ids,
+            temperature=sampling.temperature,
+            rng=np.random.default_rng(sampling.seed),
+            max_tokens=max_tokens,
+        )
+        drawn = sampler.draw(max_passes=16 * max_tokens + 64)
+    finally:
+        session.close()
+    tokens = [t for t in drawn.tokens if t not in index.eos_ids]
+    if on_progress is not None:
+        on_progress(tokens)
+    usage = Usage(
+        prompt_tokens=len(session.prompt_ids),
+        completion_tokens=len(tokens),
+        forward_passes=sampler.forward_passes,
+        cached_prompt_tokens=session.cached_tokens,
+        exact_attempts=drawn.attempts,
+        generation_time_s=time.perf_counter() - t0,
+    )
+    text = index.decode_bytes(tokens).decode("utf-8", errors="replace")
+    return TurnOutput(text, tokens, "stop", True, usage)

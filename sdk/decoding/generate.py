@@ -101,11 +101,14 @@ class RollbackSession(DecodeSession, Protocol):
 
 @dataclass(frozen=True)
 class SamplingConfig:
-    """Greedy when `temperature == 0`; otherwise seeded sampling with optional nucleus."""
+    """Greedy when `temperature == 0`; otherwise seeded sampling with optional nucleus.
+    `decoding="exact"`: whole-reply constrained turns are drawn from p(y | y in L)
+    (`sdk.decoding.exact`), not masked step by step."""
 
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int | None = None
+    decoding: Literal["masked", "exact"] = "masked"
 
 
 @dataclass
