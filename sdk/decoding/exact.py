@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from sdk.engine.logits import log_softmax, logsumexp
 from sdk.errors import UnexpectedModelBehavior
 
 if TYPE_CHECKING:
@@ -99,20 +100,10 @@ class _Cursor:
         return out
 
 
-def _logsumexp(x: np.ndarray) -> float:
-    if x.size == 0:
-        return -math.inf
-    top = float(np.max(x))
-    if top == -math.inf:
-        return -math.inf
-    return top + math.log(float(np.exp(x - top).sum()))
-
-
 def _log_softmax(logits: Any, temperature: float) -> np.ndarray:
+    """The tempered next-token log-probabilities as a float64 NumPy row."""
     row = logits if isinstance(logits, np.ndarray) else logits.detach().float().cpu().numpy()
-    x = row.astype(np.float64) / temperature
-    x -= np.max(x)
-    return x - math.log(float(np.exp(x).sum()))
+    return np.asarray(log_softmax(row.astype(np.float64) / temperature))
 
 
 class ExactSampler:
@@ -167,7 +158,7 @@ class ExactSampler:
             ends[[i for i in self.eos_ids if i < len(ends)]] = True
             allowed &= ends
         node.allowed = allowed
-        node.log_kept = node.log_alive = _logsumexp(logp[allowed])
+        node.log_kept = node.log_alive = logsumexp(logp[allowed])
 
     def _child(self, node: _Node, token: int) -> _Node:
         kid = node.kids.get(token)
@@ -209,7 +200,7 @@ class ExactSampler:
         """Recompute `log_alive` up the path just walked (children first)."""
         for node in reversed(nodes):
             if not node.leaf and node.logp is not None:
-                node.log_alive = _logsumexp(self._log_weights(node, exact=True))
+                node.log_alive = logsumexp(self._log_weights(node, exact=True))
 
     # ------------------------------------------------------------------ draws
 
