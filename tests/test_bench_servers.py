@@ -194,3 +194,20 @@ def test_vllm_refuses_our_lark_and_both_fallbacks_are_exact(
     x, auto = tallies["x"], tallies["auto"]
     assert x.compiled == x.switched == 4 and not x.refused and x.disagreements == []
     assert auto.compiled == 4 and auto.switched == 0 and auto.disagreements == []
+
+
+@pytest.mark.skipif(importlib.util.find_spec("xgrammar") is None, reason="xgrammar not installed")
+def test_json_schema_as_the_server_compiles_it(ours: servers.Ours, smollm2_tokenizer: Any) -> None:
+    """`constraint="json_schema"`: XGrammar compiles the schema the backend sends; with the
+    objects left open as the schema leaves them, it takes the undeclared key too, and what
+    it lets through that the schema forbids is `looser` (the agent validates replies)."""
+    from sdk.bench._server_peers import JsonSchemaJudge
+    from sdk.grammar import compile_schema
+
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    lark = compile_schema(schema, whitespace="compact").lark
+    case = servers.Case(
+        "maskbench:x", lark, ['{"a":1}', '{"a":1,"b":2}', '{"a":"x"}'], schema=schema
+    )
+    t = servers.compare(iter([case]), ours, {"x": JsonSchemaJudge("xgrammar", smollm2_tokenizer)})
+    assert t["x"].compiled == 1 and t["x"].disagreements == []

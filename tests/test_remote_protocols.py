@@ -262,6 +262,38 @@ def test_xgrammar_accepts_required_keys_it_would_read_as_forbidden() -> None:
     assert accepts(xgr.Grammar.from_json_schema(json.dumps(declare_required(schema))), call)
 
 
+@pytest.mark.parametrize("schema", _UNDECLARED)
+def test_opening_objects_keeps_the_schemas_meaning(schema: dict[str, Any]) -> None:
+    """`additionalProperties: true` where a schema has none is the standard's default: every
+    instance keeps its validity (XGrammar alone reads the missing keyword as false)."""
+    import jsonschema
+
+    from sdk.backends._structural_tag import declare_open_objects
+
+    opened = declare_open_objects(schema)
+    before = jsonschema.Draft202012Validator(schema)
+    after = jsonschema.Draft202012Validator(opened)
+    for instance in [*_INSTANCES, {"p": {"a": 1, "zz": 2}}, {"zz": 1, "a": 1}]:
+        assert before.is_valid(instance) == after.is_valid(instance), (schema, instance)
+    kept = {"type": "object", "properties": {"a": {}}, "unevaluatedProperties": False}
+    assert declare_open_objects(kept) == kept  # an explicit `true` would change it there
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("xgrammar") is None, reason="xgrammar (a benchmark peer) missing"
+)
+def test_xgrammar_takes_undeclared_keys_the_schema_allows() -> None:
+    import xgrammar as xgr
+    from xgrammar.testing import _is_grammar_accept_string as accepts
+
+    from sdk.backends._structural_tag import declare_open_objects
+
+    schema = {"type": "object", "properties": {"p": {"type": "object"}}, "required": ["p"]}
+    reply = '{"p": {"x": 1}, "note": "extra"}'
+    assert not accepts(xgr.Grammar.from_json_schema(json.dumps(schema)), reply)  # its reading
+    assert accepts(xgr.Grammar.from_json_schema(json.dumps(declare_open_objects(schema))), reply)
+
+
 _FORMATS = ["HERMES", "QWEN_XML", "PYTHONIC", "MISTRAL_LIST", "MISTRAL_ARGS", "GRANITE",
             "HARMONY", "DEEPSEEK_V3", "LLAMA3_JSON", "FUNCTIONGEMMA"]  # fmt: skip
 

@@ -21,7 +21,12 @@ if TYPE_CHECKING:
     from sdk.decoding.generate import TurnRequest
     from sdk.decoding.turn_grammar import TurnGrammar
 
-__all__ = ["declare_required", "legacy_structural_tag", "structural_tag_for"]
+__all__ = [
+    "declare_open_objects",
+    "declare_required",
+    "legacy_structural_tag",
+    "structural_tag_for",
+]
 
 _SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
 _SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
@@ -65,6 +70,43 @@ def _declare(node: Any) -> None:
         if isinstance(sub, dict):
             for item in sub.values():
                 _declare(item)
+
+
+def declare_open_objects(schema: Any) -> Any:
+    """A copy of `schema` in which every object schema without `additionalProperties` says
+    `"additionalProperties": true`: the standard's default, so no instance changes validity.
+    XGrammar's JSON Schema converter, which vLLM and SGLang run, reads a missing
+    `additionalProperties` as false (its strict mode): it refused 36 valid MaskBench instances
+    for undeclared keys (`python -m sdk.bench servers --targets xgrammar-json`). Left as it is
+    where `unevaluatedProperties` appears: an explicit `true` would count every key as
+    evaluated there."""
+    out = copy.deepcopy(schema)
+    if "unevaluatedProperties" not in json.dumps(out):
+        _open(out)
+    return out
+
+
+def _open(node: Any) -> None:
+    if not isinstance(node, dict):
+        return
+    kind = node.get("type")
+    is_object = (
+        kind == "object"
+        or (isinstance(kind, list) and "object" in kind)
+        or any(k in node for k in ("properties", "required", "patternProperties"))
+    )
+    if is_object and "additionalProperties" not in node:
+        node["additionalProperties"] = True
+    for k in _SUBSCHEMAS:
+        _open(node.get(k))
+    for k in _SUBSCHEMA_LISTS:
+        for item in node.get(k) or ():
+            _open(item)
+    for k in _SUBSCHEMA_MAPS:
+        sub = node.get(k)
+        if isinstance(sub, dict):
+            for item in sub.values():
+                _open(item)
 
 
 def structural_tag_for(
@@ -167,7 +209,10 @@ def _call_tag(fmt: Any, function: dict[str, Any], traits: Any) -> dict[str, Any]
         begin, end = before + body[:cut], body[cut + 2 :] + after
     json_args = traits.surface == "json" and not (traits.body != "named" and traits.extra_members)
     if json_args:
-        content: dict[str, Any] = {"type": "json_schema", "json_schema": declare_required(schema)}
+        content: dict[str, Any] = {
+            "type": "json_schema",
+            "json_schema": declare_open_objects(declare_required(schema)),
+        }
     else:
         from sdk.decoding.turn_grammar import arguments_lark
         from sdk.engine.gbnf import lark_to_gbnf

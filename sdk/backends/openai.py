@@ -46,7 +46,11 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
-from sdk.backends._structural_tag import legacy_structural_tag, structural_tag_for
+from sdk.backends._structural_tag import (
+    declare_open_objects,
+    legacy_structural_tag,
+    structural_tag_for,
+)
 from sdk.decoding.formats import ParsedCall, openai_message
 from sdk.decoding.generate import SamplingConfig, TurnOutput, TurnRequest
 from sdk.errors import RemoteModelError, RemoteTimeoutError, SDKError, UnexpectedModelBehavior
@@ -660,7 +664,10 @@ def _native_messages(request: TurnRequest) -> list[dict[str, Any]]:
 
 
 def _json_schema_format(schema: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "json_schema", "json_schema": {"name": _schema_name(schema), "schema": schema}}
+    # Objects open where the schema leaves them open: XGrammar (vLLM, SGLang) reads a missing
+    # `additionalProperties` as false (`declare_open_objects`).
+    sent = declare_open_objects(schema)
+    return {"type": "json_schema", "json_schema": {"name": _schema_name(schema), "schema": sent}}
 
 
 def _hermes_messages(request: TurnRequest) -> list[dict[str, Any]]:

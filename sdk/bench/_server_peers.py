@@ -120,3 +120,47 @@ class VllmLarkJudge:
 
     def accepts(self, text: str) -> bool:
         return bool(self.engine.accepts(text))
+
+
+class JsonSchemaJudge:
+    """`constraint="json_schema"`: the typed output's JSON Schema as the server's own engine
+    compiles it (XGrammar's `from_json_schema`, llguidance's `json_schema` grammar). Looser
+    where it accepts what the schema forbids: the agent validates every reply."""
+
+    looser = True  # replies are validated against the schema by the agent
+
+    def __init__(self, engine: str, tokenizer: Any) -> None:
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.grammar: Any = None
+        if engine == "guidance":
+            self.guidance = GuidanceJudge(tokenizer)
+        else:
+            import xgrammar
+
+            self.xgr = xgrammar
+
+    def applies(self, case: Any) -> bool:
+        return case.schema is not None
+
+    def compile(self, case: Any) -> None:
+        import json
+
+        from sdk.backends._structural_tag import declare_open_objects
+
+        text = json.dumps(declare_open_objects(case.schema))  # as `_json_schema_format` sends it
+        if self.engine == "guidance":
+            grammar = self.guidance.llg.grammar_from("json_schema", text)
+            error = self.guidance.llg.LLMatcher.validate_grammar(grammar)
+            if error:
+                raise ValueError(error.strip().splitlines()[-1])
+            self.guidance.grammar = grammar
+        else:
+            self.grammar = self.xgr.Grammar.from_json_schema(text)
+
+    def accepts(self, text: str) -> bool:
+        if self.engine == "guidance":
+            return self.guidance.accepts(text)
+        from xgrammar.testing import _is_grammar_accept_string
+
+        return bool(_is_grammar_accept_string(self.grammar, text))

@@ -20,6 +20,11 @@ through the engine's Python API, and compares which texts it accepts with our ma
   (`convert_lark_to_ebnf`), then has XGrammar parse it: a refusal there is vLLM's HTTP 400,
   upon which the remote backend sends the turn's GBNF instead (counted as `switched_dialect`,
   then judged as XGrammar reads that GBNF);
+- `xgrammar-json`, `guidance-json`: `constraint="json_schema"` (the default): a typed output's
+  schema in `response_format`, compiled by the server's engine from the JSON Schema itself
+  (XGrammar's `Grammar.from_json_schema`, llguidance's `json_schema` grammar), MaskBench only.
+  What the engine accepts and the schema forbids, the agent's validation refuses (`looser`);
+  what it refuses and the schema allows, the model cannot write (a disagreement);
 - `vllm-auto`: the same with vLLM's `auto` backend, which falls back to guidance where XGrammar
   refuses the grammar (vLLM v1's `_validate_structured_output`): judged by the engine that
   would run it.
@@ -56,7 +61,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-TARGETS = ("llama.cpp", "xgrammar", "guidance", "xgrammar-tag", "vllm-xgrammar", "vllm-auto")
+TARGETS = (
+    "llama.cpp",
+    "xgrammar",
+    "guidance",
+    "xgrammar-tag",
+    "vllm-xgrammar",
+    "vllm-auto",
+    "xgrammar-json",
+    "guidance-json",
+)
 
 
 @dataclass
@@ -67,6 +81,7 @@ class Case:
     lark: str
     texts: list[str]
     tag: dict[str, Any] | None = None  # the turn's structural tag (turn grammars only)
+    schema: dict[str, Any] | None = None  # a typed output's JSON Schema (MaskBench only)
 
 
 @dataclass
@@ -190,7 +205,7 @@ def maskbench_cases(folder: Path, n: int, seed: int = 0) -> Iterator[Case]:
         texts = [
             json.dumps(t["data"], ensure_ascii=False, separators=(",", ":")) for t in case["tests"]
         ]
-        yield Case(f"maskbench:{path.stem}", lark, texts)
+        yield Case(f"maskbench:{path.stem}", lark, texts, schema=case["schema"])
 
 
 # ------------------------------------------------------------------------------ judges
@@ -297,6 +312,10 @@ def judges(targets: Sequence[str], tokenizer: Any, gguf: Path) -> dict[str, Any]
                 from ._server_peers import StructuralTagJudge
 
                 made[target] = StructuralTagJudge()
+            elif target in ("xgrammar-json", "guidance-json"):
+                from ._server_peers import JsonSchemaJudge
+
+                made[target] = JsonSchemaJudge(target.split("-")[0], tokenizer)
             elif target in ("vllm-xgrammar", "vllm-auto"):
                 from ._server_peers import VllmLarkJudge
 
