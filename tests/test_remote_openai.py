@@ -232,6 +232,28 @@ def test_a_grammar_gbnf_cannot_hold_is_sent_looser_and_counted(
     assert plain.run_sync("Hi?").usage.loosened_turns == 0
 
 
+def test_a_refused_output_schema_is_sent_looser_and_counted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """llguidance (vLLM's guidance backend) refuses `oneOf`, `not`, `uniqueItems`: the typed
+    output's schema goes once more without them, logged and counted, and the reply is still
+    validated against the real schema."""
+
+    class Shape(BaseModel):
+        kind: int | str  # Pydantic writes `anyOf`; a hand-written schema may say `oneOf`
+        tags: list[str] = Field(default_factory=list, json_schema_extra={"uniqueItems": True})
+
+    srv = Server(400, reply('{"kind": 3, "tags": ["a"]}'))
+    agent = Agent(srv.model(constraint="json_schema"), output_type=Shape)
+    with caplog.at_level("WARNING", logger="sdk.backends"):
+        result = agent.run_sync("A shape?")
+    assert result.output == Shape(kind=3, tags=["a"])
+    first, second = (b["response_format"]["json_schema"]["schema"] for b in srv.bodies)
+    assert "uniqueItems" in json.dumps(first) and "uniqueItems" not in json.dumps(second)
+    assert result.usage.loosened_turns == 1
+    assert any("refused the output's JSON Schema" in r.message for r in caplog.records)
+
+
 def test_grammar_fields_for_vllm_and_sglang() -> None:
     for kwargs, path in [
         ({"constraint": "lark"}, ("structured_outputs", "grammar")),

@@ -294,6 +294,37 @@ def test_xgrammar_takes_undeclared_keys_the_schema_allows() -> None:
     assert accepts(xgr.Grammar.from_json_schema(json.dumps(declare_open_objects(schema))), reply)
 
 
+def test_the_looser_schema_admits_every_instance_the_schema_does() -> None:
+    """What the backend sends after a server refused a typed output's schema: assertions
+    dropped (`oneOf` read as `anyOf`), never an instance taken away."""
+    import jsonschema
+
+    from sdk.backends._structural_tag import looser_schema
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+            "kind": {"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]},
+            "name": {"type": "string", "not": {"const": "root"}, "format": "hostname"},
+        },
+        "required": ["kind"],
+    }
+    looser = looser_schema(schema)
+    assert "oneOf" not in json.dumps(looser) and "uniqueItems" not in json.dumps(looser)
+    strict = jsonschema.Draft202012Validator(schema)
+    loose = jsonschema.Draft202012Validator(looser)
+    instances = [
+        {"kind": 1}, {"kind": 2.5}, {"kind": "x"}, {"kind": 1, "tags": ["a", "a"]},
+        {"kind": 1, "name": "root"}, {"tags": []}, {"kind": -1.5, "name": "a b"},
+    ]  # fmt: skip
+    for instance in instances:
+        assert loose.is_valid(instance) or not strict.is_valid(instance), instance
+    assert loose.is_valid({"kind": 1, "tags": ["a", "a"]})  # it is looser
+    kept = {"type": "object", "not": {"required": ["a"]}, "unevaluatedProperties": False}
+    assert looser_schema(kept) == kept
+
+
 _FORMATS = ["HERMES", "QWEN_XML", "PYTHONIC", "MISTRAL_LIST", "MISTRAL_ARGS", "GRANITE",
             "HARMONY", "DEEPSEEK_V3", "LLAMA3_JSON", "FUNCTIONGEMMA"]  # fmt: skip
 

@@ -109,6 +109,49 @@ def _open(node: Any) -> None:
                 _open(item)
 
 
+# Assertions that only ever take instances away: a schema without them admits a superset.
+_RESTRICTING = (
+    "not", "uniqueItems", "if", "then", "else", "dependentSchemas", "dependentRequired",
+    "dependencies", "contains", "minContains", "maxContains", "propertyNames", "format",
+)  # fmt: skip
+
+
+def looser_schema(schema: Any) -> Any:
+    """A copy of `schema` without the assertions servers' JSON Schema compilers most often
+    refuse (llguidance: `not`, `oneOf`, `uniqueItems`, an unknown `format`, ...): each dropped (`oneOf` read as
+    `anyOf`), so every instance valid before stays valid. The remote backend sends it after a
+    server refused the schema, and validates the reply against the real one. Unchanged where
+    `unevaluatedProperties`/`unevaluatedItems` appear (what subschemas evaluate matters there)."""
+    out = copy.deepcopy(schema)
+    text = json.dumps(out)
+    if "unevaluatedProperties" not in text and "unevaluatedItems" not in text:
+        _loosen(out)
+    return out
+
+
+def _loosen(node: Any) -> None:
+    if not isinstance(node, dict):
+        return
+    for key in _RESTRICTING:
+        node.pop(key, None)
+    if "oneOf" in node:
+        one_of = node.pop("oneOf")
+        if "anyOf" in node:
+            node.setdefault("allOf", []).append({"anyOf": one_of})
+        else:
+            node["anyOf"] = one_of
+    for k in _SUBSCHEMAS:
+        _loosen(node.get(k))
+    for k in _SUBSCHEMA_LISTS:
+        for item in node.get(k) or ():
+            _loosen(item)
+    for k in _SUBSCHEMA_MAPS:
+        sub = node.get(k)
+        if isinstance(sub, dict):
+            for item in sub.values():
+                _loosen(item)
+
+
 def structural_tag_for(
     request: TurnRequest, grammar: TurnGrammar, parallel_tool_calls: bool = True
 ) -> dict[str, Any] | None:

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 from sdk.backends._structural_tag import (
     declare_open_objects,
     legacy_structural_tag,
+    looser_schema,
     structural_tag_for,
 )
 from sdk.decoding.formats import ParsedCall, openai_message
@@ -393,6 +394,29 @@ class OpenAIChatModel:
         _put(retry, self.grammar_field, text)
         return retry
 
+    def _looser_schema(self, exc: RemoteModelError, body: dict[str, Any]) -> dict[str, Any] | None:
+        """The request again with a looser typed-output schema (`looser_schema`), where the
+        server refused the schema (HTTP 400): logged, and counted in `usage.loosened_turns`;
+        the reply is validated against the real schema as always. None where that does not
+        apply or changes nothing."""
+        fmt = body.get("response_format")
+        if exc.status_code != 400 or not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+            return None
+        spec = fmt.get("json_schema") or {}
+        schema = spec.get("schema")
+        looser = looser_schema(schema)
+        if looser == schema:
+            return None
+        _log.warning(
+            "the server refused the output's JSON Schema (%s); sending it without the "
+            "assertions servers often refuse (not, oneOf as anyOf, uniqueItems, ...): the "
+            "agent validates the reply against the full schema",
+            str(exc)[:200],
+        )
+        retry = json.loads(json.dumps(body))
+        retry["response_format"]["json_schema"]["schema"] = looser
+        return retry
+
     def _retried(self, exc: RemoteModelError, send: Any) -> Any:
         """`send()` in the other dialect; where it fails too, the first error stands."""
         try:
@@ -557,20 +581,26 @@ class OpenAIChatModel:
             model=name,
         )
         t0 = time.perf_counter()
+        loosened = False
         try:
             data = self._http("/chat/completions", body)
         except RemoteModelError as exc:
             retry = self._other_dialect(exc, body, grammar)
             if retry is None:
+                retry = self._looser_schema(exc, body)
+                loosened = retry is not None
+            if retry is None:
                 raise
             data = self._retried(exc, lambda: self._http("/chat/completions", retry))
-        return self.parse_response(
+        out = self.parse_response(
             data,
             request,
             grammar,
             parallel_tool_calls=parallel_tool_calls,
             elapsed=time.perf_counter() - t0,
         )
+        out.usage.loosened_turns |= loosened
+        return out
 
     async def acomplete_turn(
         self,
@@ -592,10 +622,14 @@ class OpenAIChatModel:
             model=name,
         )
         t0 = time.perf_counter()
+        loosened = False
         try:
             data = await self._ahttp("/chat/completions", body)
         except RemoteModelError as exc:
             retry = self._other_dialect(exc, body, grammar)
+            if retry is None:
+                retry = self._looser_schema(exc, body)
+                loosened = retry is not None
             if retry is None:
                 raise
             try:
@@ -603,13 +637,15 @@ class OpenAIChatModel:
             except RemoteModelError:
                 self._dialect = self.constraint
                 raise exc from None
-        return self.parse_response(
+        out = self.parse_response(
             data,
             request,
             grammar,
             parallel_tool_calls=parallel_tool_calls,
             elapsed=time.perf_counter() - t0,
         )
+        out.usage.loosened_turns |= loosened
+        return out
 
 
 # ------------------------------------------------------------------ helpers

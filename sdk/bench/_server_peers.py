@@ -133,6 +133,7 @@ class JsonSchemaJudge:
         self.engine = engine
         self.tokenizer = tokenizer
         self.grammar: Any = None
+        self.loosened = False
         if engine == "guidance":
             self.guidance = GuidanceJudge(tokenizer)
         else:
@@ -146,9 +147,20 @@ class JsonSchemaJudge:
     def compile(self, case: Any) -> None:
         import json
 
-        from sdk.backends._structural_tag import declare_open_objects
+        from sdk.backends._structural_tag import declare_open_objects, looser_schema
 
-        text = json.dumps(declare_open_objects(case.schema))  # as `_json_schema_format` sends it
+        sent = declare_open_objects(case.schema)  # as `_json_schema_format` sends it
+        self.loosened = False
+        try:
+            self._compile(json.dumps(sent))
+        except Exception:  # noqa: BLE001 - HTTP 400: the backend sends a looser schema once
+            looser = looser_schema(sent)
+            if looser == sent:
+                raise
+            self._compile(json.dumps(looser))
+            self.loosened = True
+
+    def _compile(self, text: str) -> None:
         if self.engine == "guidance":
             grammar = self.guidance.llg.grammar_from("json_schema", text)
             error = self.guidance.llg.LLMatcher.validate_grammar(grammar)
