@@ -68,7 +68,9 @@ __all__ = [
     "OpenAIChatModel",
     "RemoteModelError",
     "RemoteTimeoutError",
+    "declare_open_objects",
     "legacy_structural_tag",
+    "looser_schema",
     "structural_tag_for",
 ]
 

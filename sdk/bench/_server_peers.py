@@ -147,7 +147,7 @@ class JsonSchemaJudge:
     def compile(self, case: Any) -> None:
         import json
 
-        from sdk.backends._structural_tag import declare_open_objects, looser_schema
+        from sdk.backends.openai import declare_open_objects, looser_schema
 
         sent = declare_open_objects(case.schema)  # as `_json_schema_format` sends it
         self.loosened = False
