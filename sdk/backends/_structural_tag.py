@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -32,6 +33,18 @@ _SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
 _SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 _SUBSCHEMAS = ("items", "additionalProperties", "not", "if", "then", "else", "contains",
                "propertyNames", "unevaluatedProperties", "unevaluatedItems")  # fmt: skip
+
+
+def _subschemas(node: dict[str, Any]) -> Iterator[Any]:
+    """The schemas directly inside `node` (its applicators' and containers' subschemas)."""
+    for k in _SUBSCHEMAS:
+        yield node.get(k)
+    for k in _SUBSCHEMA_LISTS:
+        yield from node.get(k) or ()
+    for k in _SUBSCHEMA_MAPS:
+        sub = node.get(k)
+        if isinstance(sub, dict):
+            yield from sub.values()
 
 
 def declare_required(schema: Any) -> Any:
@@ -60,26 +73,18 @@ def _declare(node: Any) -> None:
                 if any(re.search(p, key) for p in patterns):
                     continue
                 props[key] = copy.deepcopy(extra) if isinstance(extra, dict) else {}
-    for k in _SUBSCHEMAS:
-        _declare(node.get(k))
-    for k in _SUBSCHEMA_LISTS:
-        for item in node.get(k) or ():
-            _declare(item)
-    for k in _SUBSCHEMA_MAPS:
-        sub = node.get(k)
-        if isinstance(sub, dict):
-            for item in sub.values():
-                _declare(item)
+    for sub in _subschemas(node):
+        _declare(sub)
 
 
 def declare_open_objects(schema: Any) -> Any:
     """A copy of `schema` in which every object schema without `additionalProperties` says
     `"additionalProperties": true`: the standard's default, so no instance changes validity.
     XGrammar's JSON Schema converter, which vLLM and SGLang run, reads a missing
-    `additionalProperties` as false (its strict mode): it refused 46 valid MaskBench instances,
-    13 with the objects sent open (`python -m sdk.bench servers --targets xgrammar-json`). Left as it is
-    where `unevaluatedProperties` appears: an explicit `true` would count every key as
-    evaluated there."""
+    `additionalProperties` as false (its strict mode): it refused 46 valid MaskBench
+    instances, 13 with the objects sent open (`python -m sdk.bench servers --targets
+    xgrammar-json`). Left as it is where `unevaluatedProperties` appears: an explicit `true`
+    would count every key as evaluated there."""
     out = copy.deepcopy(schema)
     if "unevaluatedProperties" not in json.dumps(out):
         _open(out)
@@ -97,16 +102,8 @@ def _open(node: Any) -> None:
     )
     if is_object and "additionalProperties" not in node:
         node["additionalProperties"] = True
-    for k in _SUBSCHEMAS:
-        _open(node.get(k))
-    for k in _SUBSCHEMA_LISTS:
-        for item in node.get(k) or ():
-            _open(item)
-    for k in _SUBSCHEMA_MAPS:
-        sub = node.get(k)
-        if isinstance(sub, dict):
-            for item in sub.values():
-                _open(item)
+    for sub in _subschemas(node):
+        _open(sub)
 
 
 # Assertions that only ever take instances away: a schema without them admits a superset.
@@ -140,16 +137,8 @@ def _loosen(node: Any) -> None:
             node.setdefault("allOf", []).append({"anyOf": one_of})
         else:
             node["anyOf"] = one_of
-    for k in _SUBSCHEMAS:
-        _loosen(node.get(k))
-    for k in _SUBSCHEMA_LISTS:
-        for item in node.get(k) or ():
-            _loosen(item)
-    for k in _SUBSCHEMA_MAPS:
-        sub = node.get(k)
-        if isinstance(sub, dict):
-            for item in sub.values():
-                _loosen(item)
+    for sub in _subschemas(node):
+        _loosen(sub)
 
 
 def structural_tag_for(

@@ -396,6 +396,19 @@ class OpenAIChatModel:
         _put(retry, self.grammar_field, text)
         return retry
 
+    def _fallback(
+        self, exc: RemoteModelError, body: dict[str, Any], grammar: TurnGrammar
+    ) -> tuple[dict[str, Any], bool]:
+        """The request to send after `exc` (the other grammar dialect, or a looser output
+        schema) and whether it is looser; `exc` itself where neither applies."""
+        retry = self._other_dialect(exc, body, grammar)
+        if retry is not None:
+            return retry, False
+        retry = self._looser_schema(exc, body)
+        if retry is not None:
+            return retry, True
+        raise exc
+
     def _looser_schema(self, exc: RemoteModelError, body: dict[str, Any]) -> dict[str, Any] | None:
         """The request again with a looser typed-output schema (`looser_schema`), where the
         server refused the schema (HTTP 400): logged, and counted in `usage.loosened_turns`;
@@ -587,12 +600,7 @@ class OpenAIChatModel:
         try:
             data = self._http("/chat/completions", body)
         except RemoteModelError as exc:
-            retry = self._other_dialect(exc, body, grammar)
-            if retry is None:
-                retry = self._looser_schema(exc, body)
-                loosened = retry is not None
-            if retry is None:
-                raise
+            retry, loosened = self._fallback(exc, body, grammar)
             data = self._retried(exc, lambda: self._http("/chat/completions", retry))
         out = self.parse_response(
             data,
@@ -628,12 +636,7 @@ class OpenAIChatModel:
         try:
             data = await self._ahttp("/chat/completions", body)
         except RemoteModelError as exc:
-            retry = self._other_dialect(exc, body, grammar)
-            if retry is None:
-                retry = self._looser_schema(exc, body)
-                loosened = retry is not None
-            if retry is None:
-                raise
+            retry, loosened = self._fallback(exc, body, grammar)
             try:
                 data = await self._ahttp("/chat/completions", retry)
             except RemoteModelError:
