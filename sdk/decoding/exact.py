@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from sdk.engine.logits import log_softmax, logsumexp
-from sdk.errors import UnexpectedModelBehavior
+from sdk.errors import ConfigError, UnexpectedModelBehavior
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -129,7 +129,7 @@ class ExactSampler:
         max_tokens: int = 256,
     ) -> None:
         if temperature <= 0:
-            raise ValueError("exact sampling needs temperature > 0 (greedy has no distribution)")
+            raise ConfigError("exact sampling needs temperature > 0 (greedy has no distribution)")
         self.temperature = temperature
         self.rng = rng if rng is not None else np.random.default_rng()
         self.max_tokens = max_tokens
