@@ -226,9 +226,17 @@ def _auto_tokenizer() -> Any:
     return AutoTokenizer
 
 
-def _load_dir_tokenizer(path: Path) -> PreTrainedTokenizerBase:
+def _load_dir_tokenizer(path: Path, *, generic: bool = False) -> PreTrainedTokenizerBase:
+    """The tokenizer saved in `path`, by the class its config names (`generic`: by
+    `PreTrainedTokenizerFast`, the backend as it was saved; see `_load_gguf_tokenizer`)."""
     try:
-        tok = _auto_tokenizer().from_pretrained(str(path), local_files_only=True)
+        if generic:  # not AutoTokenizer: importing it imports torch
+            from transformers import PreTrainedTokenizerFast
+
+            loader: Any = PreTrainedTokenizerFast
+        else:
+            loader = _auto_tokenizer()
+        tok = loader.from_pretrained(str(path), local_files_only=True)
     except Exception as exc:
         raise TokenizerError(f"cannot load a tokenizer from {path}: {exc}") from exc
     if not getattr(tok, "is_fast", False):
@@ -244,11 +252,11 @@ def _load_gguf_tokenizer(gguf: Path) -> PreTrainedTokenizerBase:
     adds NFC normalization, which neither the GGUF nor llama.cpp's own tokenizer applies: a
     non-NFC text got other ids than the model's), and the generic class loads in a fraction of
     the time, without importing torch. Its ids, texts, special tokens and chat template are
-    the converted tokenizer's (tests/test_embedded.py checks them)."""
+    the converted tokenizer's (tests/test_tokenizer_index.py checks them)."""
     cached = default_cache_dir() / "tokenizers" / f"{_gguf_key(gguf)}-{_TOKENIZER_CACHE}"
     if cached.is_dir():
         try:
-            return _load_backend_dir(cached)
+            return _load_dir_tokenizer(cached, generic=True)
         except TokenizerError:
             shutil.rmtree(cached, ignore_errors=True)  # corrupt: convert again below
     try:
@@ -266,15 +274,6 @@ def _save_backend(tok: Any, folder: Path) -> None:
     tok.save_pretrained(str(folder))
     # The backend as loaded, not as its class would write it: see `_load_gguf_tokenizer`.
     (folder / "tokenizer.json").write_text(tok.backend_tokenizer.to_str(), encoding="utf-8")
-
-
-def _load_backend_dir(path: Path) -> PreTrainedTokenizerBase:
-    try:
-        from transformers import PreTrainedTokenizerFast
-
-        return PreTrainedTokenizerFast.from_pretrained(str(path), local_files_only=True)
-    except Exception as exc:
-        raise TokenizerError(f"cannot load a tokenizer from {path}: {exc}") from exc
 
 
 # ---------------------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ import numpy.typing as npt
 
 from sdk._memo import per_object
 from sdk.decoding._alignment import prefix_index
-from sdk.engine.logits import Logits, fill_neginf, log_softmax, logsumexp, neginf
+from sdk.engine.logits import Logits, fill_neginf, host, log_softmax, logsumexp, neginf
 
 if TYPE_CHECKING:
     from sdk.engine.tokenizer import TokenizerIndex
@@ -138,11 +138,6 @@ def _canonical(body: bytes) -> Any:
         return body.strip()
 
 
-def _host(x: Any) -> Any:
-    """A boolean or float row on the host, as NumPy (torch: `.cpu().numpy()`; NumPy: as is)."""
-    return x if isinstance(x, np.ndarray) else x.detach().cpu().numpy()
-
-
 def _mass(logp: Logits, where: np.ndarray) -> float:
     """The log of the probability mass `logp` puts where `where` holds (-inf: none)."""
     if isinstance(logp, np.ndarray):
@@ -221,7 +216,7 @@ class GateRun:
         width = logits.shape[-1]
         n = min(width, len(self.tables.neutral))
         lp = log_softmax(logits)
-        masked = np.asarray(_host(neginf(logits)))
+        masked = host(neginf(logits))
         is_open = self._opener_mask(width)
         neutral = np.zeros(width, dtype=bool)
         neutral[:n] = self.tables.neutral[:n]

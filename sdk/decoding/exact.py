@@ -25,19 +25,22 @@ masked sampler does). `max_tokens` bounds the outputs considered.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sdk.engine.logits import log_softmax, logsumexp
+from sdk.decoding.generate import TurnOutput
+from sdk.engine.logits import host, log_softmax, logsumexp
 from sdk.errors import ConfigError, UnexpectedModelBehavior
+from sdk.result import Usage
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from sdk.decoding.generate import RollbackSession, SamplingConfig, TurnOutput
+    from sdk.decoding.generate import RollbackSession, SamplingConfig
     from sdk.engine.matcher import Matcher
     from sdk.engine.tokenizer import TokenizerIndex
 
@@ -102,8 +105,7 @@ class _Cursor:
 
 def _log_softmax(logits: Any, temperature: float) -> np.ndarray:
     """The tempered next-token log-probabilities as a float64 NumPy row."""
-    row = logits if isinstance(logits, np.ndarray) else logits.detach().float().cpu().numpy()
-    return np.asarray(log_softmax(row.astype(np.float64) / temperature))
+    return np.asarray(log_softmax(host(logits).astype(np.float64) / temperature))
 
 
 class ExactSampler:
@@ -289,11 +291,6 @@ def exact_turn(
     """A whole-reply constrained turn drawn exactly (`Agent(decoding="exact")`): its output
     never runs past `max_tokens` (longer outputs are not drawn), so it always ends where the
     grammar does."""
-    import time
-
-    from sdk.decoding.generate import TurnOutput
-    from sdk.result import Usage
-
     t0 = time.perf_counter()
     try:
         sampler = ExactSampler(

@@ -29,6 +29,7 @@ __all__ = [
     "choose",
     "copy",
     "fill_neginf",
+    "host",
     "keep_only",
     "log_softmax",
     "logsumexp",
@@ -43,6 +44,11 @@ def as_float(x: Logits) -> Logits:
 
 def copy(x: Logits) -> Logits:
     return x.copy() if isinstance(x, np.ndarray) else x.clone()
+
+
+def host(x: Any) -> np.ndarray:
+    """A row as a NumPy array on the host (a torch tensor is copied off its device)."""
+    return x if isinstance(x, np.ndarray) else x.detach().cpu().numpy()
 
 
 def neginf(x: Logits) -> Any:
