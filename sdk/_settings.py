@@ -71,8 +71,8 @@ def check_sampling(temperature: Any, top_p: Any, seed: Any, decoding: Any = "mas
         raise ConfigError(f"top_p={top_p!r}: must be in (0, 1]")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ConfigError(f"seed={seed!r}: expected an int or None")
-    if decoding not in ("masked", "exact"):
-        raise ConfigError(f"decoding={decoding!r}: expected 'masked' or 'exact'")
+    if decoding not in ("masked", "exact", "best"):
+        raise ConfigError(f"decoding={decoding!r}: expected 'masked', 'exact' or 'best'")
     if decoding == "exact" and (temperature <= 0 or top_p < 1):
         raise ConfigError(
             "decoding='exact' draws from the model's own distribution over valid outputs: it "

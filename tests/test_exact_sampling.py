@@ -48,6 +48,27 @@ class _Model:
         del self.fed[len(self.fed) - n :]
 
 
+class _RowsModel(_Model):
+    """`_Model` that also serves the logits after each fed token in one pass (as both local
+    backends do)."""
+
+    def prefill_rows(self, extra: Sequence[int]) -> np.ndarray:
+        self.passes += 1
+        rows = []
+        for i in range(len(extra) + 1):
+            self.fed = list(extra[:i])
+            rows.append(self._logits())
+        return np.stack(rows)
+
+    def feed_rows(self, ids: Sequence[int]) -> np.ndarray:
+        self.passes += 1
+        rows = []
+        for token in ids:
+            self.fed.append(token)
+            rows.append(self._logits())
+        return np.stack(rows)
+
+
 def _exact(model: _Model, matcher: Matcher, eos: frozenset[int], decode: Any) -> dict[str, float]:
     """p(y | y in L) by brute force: every token path the grammar allows, its probability."""
     out: Counter[str] = Counter()
@@ -179,8 +200,8 @@ def test_agent_exact_decoding_settings_are_checked() -> None:
         Agent(decoding="exact")
     with pytest.raises(ConfigError, match="top_p=1"):
         Agent(decoding="exact", temperature=1.0, top_p=0.9)
-    with pytest.raises(ConfigError, match="'masked' or 'exact'"):
-        Agent(decoding="best", temperature=1.0)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="'masked', 'exact' or 'best'"):
+        Agent(decoding="beam", temperature=1.0)  # type: ignore[arg-type]
     agent = Agent(temperature=0.0)
     with pytest.raises(ConfigError, match="temperature > 0"):
         agent.run_sync("hi", settings={"decoding": "exact"})
@@ -222,3 +243,54 @@ def test_agent_exact_decoding_on_the_embedded_model() -> None:
     remote = Agent(OpenAIChatModel("http://127.0.0.1:9/v1", "m"), decoding="exact", temperature=1.0)
     with pytest.raises(ConfigError, match="needs a local model"):
         remote.run_sync("hi")
+
+
+def test_forced_runs_open_in_one_pass_and_draws_stay_exact(
+    smollm2_index: Any, smollm2_tokenizer: Any
+) -> None:
+    """With `forced`, the forced text after a new prefix is opened in the same pass: draws
+    stay exact over every spelling, cold or warm, for fewer forward passes."""
+    index = smollm2_index
+    # fixed text around a choice: forced runs on both sides (no free whitespace)
+    grammar = CompiledGrammar.from_lark('start: "{\\"k\\": " V "}"\nV: "1" | "22" | "true"\n')
+    matcher = Matcher(grammar, index)
+    # the model leans toward the outputs' own tokens, so a new trie keeps a draw in a few
+    # attempts (the acceptance of draws on a new trie is what a forced run could get wrong)
+    texts = ['{"k": 1}', '{"k": 22}', '{"k": true}']
+    lean = {t: 14.0 for x in texts for t in smollm2_tokenizer.encode(x, add_special_tokens=False)}
+    # ... and toward `3` everywhere, which the grammar never allows: each node of a forced run
+    # rejects much of the mass (what a walk that opens a run must be kept by)
+    lean[smollm2_tokenizer.encode("3", add_special_tokens=False)[0]] = 14.0
+    model = _RowsModel(index.vocab_size, bias=lean)
+
+    def decode(path: Sequence[int]) -> str:
+        return index.decode_bytes([t for t in path if t not in index.eos_ids]).decode()
+
+    want = _exact(model, matcher, index.eos_ids, decode)
+    assert set(want) == set(texts)
+    forced = (index, smollm2_tokenizer)
+    model.fed = []
+    sampler = ExactSampler(
+        model, matcher, index.eos_ids, rng=np.random.default_rng(11), forced=forced
+    )
+    n = 1000
+    got = Counter(decode(sampler.draw().tokens) for _ in range(n))
+    assert _tv({k: v / n for k, v in got.items()}, want) < 0.05, (got, want)
+    cold: Counter[str] = Counter()
+    passes = {True: 0, False: 0}
+    for i in range(200):
+        for with_forced in (True, False):
+            model.fed = []
+            s = ExactSampler(
+                model,
+                matcher,
+                index.eos_ids,
+                rng=np.random.default_rng(i),
+                forced=forced if with_forced else None,
+            )
+            draw = s.draw()
+            passes[with_forced] += s.forward_passes
+            if with_forced:
+                cold[decode(draw.tokens)] += 1
+    assert _tv({k: v / 200 for k, v in cold.items()}, want) < 0.1, (cold, want)
+    assert passes[True] < 0.75 * passes[False], passes

@@ -120,7 +120,10 @@ class Agent(Generic[OutputT]):
             grammar constrains (a typed output, a `"required"` turn without a reasoning span)
             from the model restricted to the grammar, exactly, on a local model; other turns
             are masked as usual. `usage.exact_attempts` counts its draws. It needs
-            `temperature > 0` and `top_p=1`.
+            `temperature > 0` and `top_p=1`. "best" decodes those turns as the most likely
+            valid output a best-first search finds within about twice greedy's forward
+            passes (never less likely than greedy's; temperature does not apply to them),
+            its log-probability in the message's `metadata["logprob"]`.
         tool_errors: "return" sends a tool's exception text back to the model, a failed attempt
             on that tool's `retries` budget; "raise" ends the run with `ToolExecutionError`.
         parallel_tool_calls: allow several calls in one turn. Small models tend to repeat the same
@@ -174,7 +177,7 @@ class Agent(Generic[OutputT]):
         temperature: float = 0.0,
         top_p: float = 1.0,
         seed: int | None = None,
-        decoding: Literal["masked", "exact"] = "masked",
+        decoding: Literal["masked", "exact", "best"] = "masked",
         tool_errors: ToolErrors = "return",
         parallel_tool_calls: bool = True,
         call_format: ToolCallFormat | str = "auto",
@@ -201,7 +204,7 @@ class Agent(Generic[OutputT]):
         temperature: float = 0.0,
         top_p: float = 1.0,
         seed: int | None = None,
-        decoding: Literal["masked", "exact"] = "masked",
+        decoding: Literal["masked", "exact", "best"] = "masked",
         tool_errors: ToolErrors = "return",
         parallel_tool_calls: bool = True,
         call_format: ToolCallFormat | str = "auto",
@@ -228,7 +231,7 @@ class Agent(Generic[OutputT]):
         temperature: float = 0.0,
         top_p: float = 1.0,
         seed: int | None = None,
-        decoding: Literal["masked", "exact"] = "masked",
+        decoding: Literal["masked", "exact", "best"] = "masked",
         tool_errors: ToolErrors = "return",
         parallel_tool_calls: bool = True,
         call_format: ToolCallFormat | str = "auto",
@@ -254,7 +257,7 @@ class Agent(Generic[OutputT]):
         temperature: float = 0.0,
         top_p: float = 1.0,
         seed: int | None = None,
-        decoding: Literal["masked", "exact"] = "masked",
+        decoding: Literal["masked", "exact", "best"] = "masked",
         tool_errors: ToolErrors = "return",
         parallel_tool_calls: bool = True,
         call_format: ToolCallFormat | str = "auto",

@@ -526,11 +526,14 @@ def call_ids(messages: Sequence[Message], n: int) -> list[str]:
 
 def assistant_message(out: TurnOutput, calls: Sequence[ParsedCall], ids: Sequence[str]) -> Message:
     """The turn as a history message; `metadata["token_ids"]` keeps the ids the model wrote
-    (local models), for callers that study tokenization."""
+    (local models), for callers that study tokenization, and `metadata["logprob"]` the
+    output's log-probability where the decoding computed it (`decoding="best"`)."""
     parts = tuple(
         ToolCallPart(i, c.name, c.arguments, c.raw) for i, c in zip(ids, calls, strict=True)
     )
-    meta = {"token_ids": list(out.token_ids)} if out.token_ids else {}
+    meta: dict[str, Any] = {"token_ids": list(out.token_ids)} if out.token_ids else {}
+    if out.logprob is not None:
+        meta["logprob"] = out.logprob
     return Message("assistant", out.text, parts, metadata=meta)
 
 

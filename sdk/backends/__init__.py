@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast, runtime_checkable
 
 from sdk._stream import TokenStream, TurnScanner, emit_whole_turn
+from sdk.decoding.best import best_turn
 from sdk.decoding.exact import exact_turn
 from sdk.decoding.generate import (
     DecodeSession,
@@ -169,10 +170,31 @@ def run_local_turn(
     if settings.scanner is not None:
         stream = TokenStream(settings.scanner, turn.index.decode_bytes)
         stream.scanner.opened = turn.reasoning_opened
-    if _exact_applies(turn, request, grammar, settings):
+    if _whole_reply_decoding(turn, request, grammar, settings):
         assert turn.matcher is not None
         session = cast("RollbackSession", turn.session)
-        out = exact_turn(session, turn.matcher, turn.index, max_tokens, settings.sampling, stream)
+        if settings.sampling.decoding == "best":
+            out = best_turn(
+                session,
+                turn.matcher,
+                turn.index,
+                model.tokenizer,
+                max_tokens,
+                heal=settings.heal,
+                gate=settings.gate,
+                on_progress=stream,
+            )
+        else:
+            out = exact_turn(
+                session,
+                turn.matcher,
+                turn.index,
+                max_tokens,
+                settings.sampling,
+                stream,
+                tokenizer=model.tokenizer,
+                heal=settings.heal,
+            )
         if stream is not None:
             stream.finish()
         return out
@@ -195,13 +217,14 @@ def run_local_turn(
     return out
 
 
-def _exact_applies(
+def _whole_reply_decoding(
     turn: LocalTurn, request: TurnRequest, grammar: TurnGrammar, settings: TurnSettings
 ) -> bool:
-    """`decoding="exact"` draws turns whose whole reply the grammar constrains: a typed
-    output, or a `"required"` turn without a reasoning span (whose free text the gate bounds)."""
+    """`decoding="exact"` draws, and `"best"` searches, turns whose whole reply the grammar
+    constrains: a typed output, or a `"required"` turn without a reasoning span (whose free
+    text the gate bounds)."""
     return (
-        settings.sampling.decoding == "exact"
+        settings.sampling.decoding in ("exact", "best")
         and turn.matcher is not None
         and grammar.mode in ("output", "required")
         and not reasoning_start(request.fmt)
@@ -234,10 +257,11 @@ async def arun_local_turn(
 
 
 def _local_only(settings: TurnSettings) -> None:
-    if settings.sampling.decoding == "exact":
+    decoding = settings.sampling.decoding
+    if decoding != "masked":
         raise ConfigError(
-            "decoding='exact' needs a local model (it reads the model's distribution at every "
-            "prefix it visits); a server samples on its own"
+            f"decoding={decoding!r} needs a local model (it reads the model's distribution at "
+            "every prefix it visits); a server decodes on its own"
         )
 
 

@@ -61,6 +61,7 @@ class _Row:
     cached: int = 0  # prompt tokens taken from the prefix store
     prefilled: bool = False  # prefill() was called (or the row closed without it)
     joined: bool = False
+    want: int = 1  # logits after this many of its next pass's last tokens (2-D when > 1)
 
 
 class _Batch:
@@ -227,7 +228,7 @@ class _PrefixStore:
         return sum(e[2] for e in self.entries)
 
 
-Forward = Callable[["torch.Tensor", "torch.Tensor", "torch.Tensor", Any], tuple[Any, Any]]
+Forward = Callable[..., tuple[Any, Any]]
 
 
 #: A pass costs about this many token columns more than its columns (reading the weights):
@@ -259,7 +260,9 @@ class BatchScheduler:
     """Rows of concurrent turns in one batched KV cache (see the module docstring).
 
     `forward(input_ids, attention_mask, position_ids, cache)` runs the model and returns
-    (logits of each row's last column, the cache); `cache` is a `DynamicCache` or None.
+    (logits of each row's last column, the cache); `cache` is a `DynamicCache` or None. A
+    fifth argument `keep` > 1 asks for the logits of each row's last `keep` columns (a turn's
+    `feed_rows`).
     """
 
     def __init__(
@@ -310,8 +313,10 @@ class BatchScheduler:
             self._opening += 1
         return _Row([])
 
-    def prefill(self, row: _Row, extra: Sequence[int] = ()) -> torch.Tensor:
-        """Join the batch with the row's prompt, then `extra` (the turn's forced start)."""
+    def prefill(self, row: _Row, extra: Sequence[int] = (), rows: int = 1) -> torch.Tensor:
+        """Join the batch with the row's prompt, then `extra` (the turn's forced start); the
+        logits after the last token, or (`rows` > 1) after each of the last `rows`."""
+        row.want = rows
         if extra:
             row.prompt = [*row.prompt, *extra]
         with self._cv:
@@ -322,7 +327,8 @@ class BatchScheduler:
             self._wake()
         return self._wait(row)
 
-    def feed(self, row: _Row, ids: Sequence[int]) -> torch.Tensor:
+    def feed(self, row: _Row, ids: Sequence[int], rows: int = 1) -> torch.Tensor:
+        row.want = rows
         if not row.joined:
             if isinstance(row.result, BaseException):
                 raise row.result  # a failed step this row was not waiting on
@@ -529,9 +535,18 @@ class BatchScheduler:
             )
             for layer, (kt, vt) in zip(cache.layers, batch.layers, strict=True):
                 layer.keys, layer.values = kt, vt
-        logits, cache = self._forward(input_ids, mask, position_ids, cache)
+        keep = max(row.want for row in feeds)
+        if keep > 1:  # rows that asked for the logits after each of their last tokens
+            logits, cache = self._forward(input_ids, mask, position_ids, cache, keep)
+            out = {
+                row: (logits[b, -row.want :] if row.want > 1 else logits[b, -1]).clone()
+                for b, row in enumerate(rows)
+                if row in feeds
+            }
+        else:
+            logits, cache = self._forward(input_ids, mask, position_ids, cache)
+            out = {row: logits[b].clone() for b, row in enumerate(rows) if row in feeds}
         layers: _Layers = [(layer.keys, layer.values) for layer in cache.layers]
-        out = {row: logits[b].clone() for b, row in enumerate(rows) if row in feeds}
         return out, layers, mask
 
     def _join(self, joiners: list[_Row]) -> None:

@@ -71,7 +71,9 @@ class _Request:
     slot: Slot
     ids: list[int]
     pos: int
-    logits: Any = None
+    rows: int = 1  # logits wanted after this many of the last tokens
+    logits: Any = None  # 1-D (rows == 1) or (rows, n_vocab)
+    got: int = 0  # rows filled
     error: BaseException | None = None
     done: bool = False
 
@@ -161,15 +163,18 @@ class LlamaContext:
 
     # ---------------------------------------------------------------------- decoding
 
-    def decode(self, slot: Slot, ids: Sequence[int]) -> Any:
-        """Append `ids` to the slot's sequence; the logits after the last one (a tensor of
-        its own: llama.cpp reuses its buffer on the next call)."""
+    def decode(self, slot: Slot, ids: Sequence[int], rows: int = 1) -> Any:
+        """Append `ids` to the slot's sequence; the logits after the last one (an array of
+        its own: llama.cpp reuses its buffer on the next call), or with `rows` > 1 after each
+        of the last `rows` tokens (one row each, in order)."""
         if not ids:
             raise ValueError("nothing to decode")
+        if not 1 <= rows <= len(ids):
+            raise ValueError(f"rows={rows}: expected 1 to {len(ids)}")
         pos = len(slot.ids)
         if pos + len(ids) > self.n_ctx:
             raise ContextLengthError(pos + len(ids), self.n_ctx)
-        request = _Request(slot, list(ids), pos)
+        request = _Request(slot, list(ids), pos, rows)
         with self._cond:
             self._queue.append(request)
             self._cond.notify_all()  # a gathering decoder counts the queue
@@ -189,7 +194,7 @@ class LlamaContext:
                     self._cond.notify_all()
         if request.error is not None:
             raise request.error
-        if request.logits is None:
+        if request.got < request.rows:
             raise LocalModelError("the batch was interrupted before this turn's tokens ran")
         return request.logits
 
@@ -211,7 +216,7 @@ class LlamaContext:
                 self._decode_rows(batch)
         except Exception as exc:  # noqa: BLE001 - each waiting turn raises it
             for request in requests:
-                if request.logits is None:
+                if request.got < request.rows:
                     request.error = exc
         finally:
             for request in requests:
@@ -223,18 +228,18 @@ class LlamaContext:
         lib, batch = self._lib, self._batch
         with self._exec:
             n = 0
-            last: list[tuple[_Request, int]] = []
+            wanted: list[tuple[_Request, int, int]] = []  # (request, its row, the batch's)
             for request, at, take in rows:
                 seq = request.slot.seq
+                first = len(request.ids) - request.rows  # the first token with logits
                 for i in range(at, at + take):
                     batch.token[n] = request.ids[i]
                     batch.pos[n] = request.pos + i
                     batch.seq_id[n][0] = seq
-                    batch.logits[n] = 0
+                    batch.logits[n] = int(i >= first)
+                    if i >= first:
+                        wanted.append((request, i - first, n))
                     n += 1
-                if at + take == len(request.ids):
-                    batch.logits[n - 1] = 1
-                    last.append((request, n - 1))
             padded = n == 1
             if padded:  # see `_pad`
                 self._pad(rows[0][0].ids[-1])
@@ -248,12 +253,18 @@ class LlamaContext:
                 request.slot.ids.extend(request.ids[at : at + take])
                 if at + take == len(request.ids):
                     request.slot.pending = False  # its first request is its prompt
-            for request, row in last:
+            for request, at_row, row in wanted:
                 ptr = lib.llama_get_logits_ith(self._ctx, row)
                 if not ptr:
                     raise LocalModelError("llama.cpp returned no logits")
                 row_logits = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
-                request.logits = row_logits.copy()  # NumPy: turns on llama.cpp need no torch
+                if request.rows == 1:  # NumPy: turns on llama.cpp need no torch
+                    request.logits = row_logits.copy()
+                else:
+                    if request.logits is None:
+                        request.logits = np.empty((request.rows, self.n_vocab), np.float32)
+                    request.logits[at_row] = row_logits
+                request.got += 1
 
     def _pad(self, token: int) -> None:
         """Make a one-token batch two tokens long, the second a throwaway on a sequence of its
@@ -284,6 +295,21 @@ class LlamaContext:
                 )
             lib.llama_memory_seq_rm(self._mem, idle[0].seq, 0, -1)
             idle[0].ids = []
+
+    def clear(self) -> None:
+        """Forget every idle slot's cells, as a new context would have none (tests that
+        compare greedy text run from the same cache state: where a prompt's cells lie moves
+        its logits by rounding, see the module's doc). Busy slots keep theirs."""
+        with self._cond, self._exec:
+            if any(s.busy for s in self.slots):
+                for slot in self.slots:
+                    if not slot.busy:
+                        self._lib.llama_memory_seq_rm(self._mem, slot.seq, 0, -1)
+                        slot.ids = []
+                return
+            self._lib.llama_memory_clear(self._mem, True)
+            for slot in self.slots:
+                slot.ids = []
 
     def free(self) -> None:
         with self._exec:

@@ -241,17 +241,33 @@ class _LlamaSession:
 
     def prefill_with(self, extra: Sequence[int]) -> np.ndarray:
         """The prompt (all but the prefix the cache already holds), then `extra`, in one call."""
+        return self._prefill(extra, 1)
+
+    def prefill_rows(self, extra: Sequence[int]) -> np.ndarray:
+        """`prefill_with(extra)`, with the logits after the prompt and after each of `extra`
+        (one row each): what a search over outputs needs to score forced tokens."""
+        return self._prefill(extra, len(extra) + 1).reshape(len(extra) + 1, -1)
+
+    def _prefill(self, extra: Sequence[int], rows: int) -> np.ndarray:
         # The turn's own work (masking, sampling) is one NumPy row; where torch is loaded
         # anyway, its OpenMP pool is kept from spinning on cores llama.cpp's threads need.
         self._torch_threads = one_thread()
         self._slot, n = self._context.take(self.prompt_ids)
         self.cached_tokens = n
-        return self.feed([*self.prompt_ids[n:], *extra])
+        ids = [*self.prompt_ids[n:], *extra]
+        return cast("np.ndarray", self._context.decode(self._slot, ids, rows))
 
     def feed(self, ids: Sequence[int]) -> np.ndarray:
         if self._slot is None:
             raise RuntimeError("feed before prefill")
         return cast("np.ndarray", self._context.decode(self._slot, ids))
+
+    def feed_rows(self, ids: Sequence[int]) -> np.ndarray:
+        """`feed(ids)`, with the logits after each of `ids` (one row each, one pass)."""
+        if self._slot is None:
+            raise RuntimeError("feed before prefill")
+        rows = self._context.decode(self._slot, ids, len(ids))
+        return cast("np.ndarray", rows.reshape(len(ids), -1))
 
     def rollback(self, n: int) -> None:
         """Forget the last `n` fed tokens (their KV cells are removed)."""

@@ -194,7 +194,10 @@ class TransformersModel:
         attention_mask: torch.Tensor,
         position_ids: torch.Tensor,
         cache: Any,
+        keep: int = 1,
     ) -> tuple[torch.Tensor, Any]:
+        """The batch's logits after its last column ([rows, vocab]), or after each of its
+        last `keep` columns ([rows, keep, vocab]); the new cache."""
         device = self.model.device
         with self._threads(input_ids.numel()):
             logits, new_cache = self._call(
@@ -204,8 +207,9 @@ class TransformersModel:
                     "position_ids": position_ids.to(device),
                 },
                 cache,
+                keep,
             )
-        return logits[:, -1], new_cache
+        return (logits[:, -1] if keep == 1 else logits[:, -keep:]), new_cache
 
     @contextlib.contextmanager
     def _threads(self, tokens: int = 0) -> Iterator[None]:
@@ -255,24 +259,26 @@ class TransformersModel:
             return None, 0
         return cache, n
 
-    def _forward(self, ids: Sequence[int], cache: Any) -> tuple[torch.Tensor, Any]:
+    def _forward(self, ids: Sequence[int], cache: Any, rows: int = 0) -> tuple[torch.Tensor, Any]:
+        """The logits after the last of `ids` (1-D), or with `rows` after each of the last
+        `rows` (2-D); the new cache."""
         import torch
 
         input_ids = torch.tensor([list(ids)], dtype=torch.long, device=self.model.device)
         with self._threads(len(ids)):
-            logits, new_cache = self._call({"input_ids": input_ids}, cache)
-        return logits[0, -1], new_cache
+            logits, new_cache = self._call({"input_ids": input_ids}, cache, max(rows, 1))
+        return (logits[0, -rows:] if rows else logits[0, -1]), new_cache
 
-    def _call(self, kwargs: dict[str, Any], cache: Any) -> tuple[torch.Tensor, Any]:
-        """One forward pass with the cache under whichever keyword this model takes: (all
-        logits, the new cache)."""
+    def _call(self, kwargs: dict[str, Any], cache: Any, keep: int = 1) -> tuple[torch.Tensor, Any]:
+        """One forward pass with the cache under whichever keyword this model takes: (the
+        last `keep` positions' logits at least, the new cache)."""
         import torch
 
         kwargs = {**kwargs, "use_cache": True}
         if cache is not None:
             kwargs[self._cache_kw] = cache
         if self._keep_kw is not None:
-            kwargs[self._keep_kw] = 1
+            kwargs[self._keep_kw] = keep
         with torch.no_grad():  # not inference_mode: the loop masks the logits in place
             out = self.model(**kwargs)
         new_cache = out.get("cache", None) if self._cache_kw == "cache" else None
@@ -295,6 +301,14 @@ class _HFSession:
 
     def prefill_with(self, extra: Sequence[int]) -> torch.Tensor:
         """The prompt, then `extra` (the turn's forced start), in one forward pass."""
+        return self._prefill(extra, 0)
+
+    def prefill_rows(self, extra: Sequence[int]) -> torch.Tensor:
+        """`prefill_with(extra)`, with the logits after the prompt and after each of `extra`
+        (one row each): what a search over outputs needs to score forced tokens."""
+        return self._prefill(extra, len(extra) + 1)
+
+    def _prefill(self, extra: Sequence[int], rows: int) -> torch.Tensor:
         self._threads = contextlib.ExitStack()
         self._threads.enter_context(self.owner._lock)
         self._threads.enter_context(self.owner._threads())
@@ -302,10 +316,17 @@ class _HFSession:
         self.cached_tokens = n
         self._cache = cache
         self._ids = list(self.prompt_ids[:n])
-        return self.feed([*self.prompt_ids[n:], *extra])
+        return self._feed([*self.prompt_ids[n:], *extra], rows)
 
     def feed(self, ids: Sequence[int]) -> torch.Tensor:
-        logits, self._cache = self.owner._forward(ids, self._cache)
+        return self._feed(ids, 0)
+
+    def feed_rows(self, ids: Sequence[int]) -> torch.Tensor:
+        """`feed(ids)`, with the logits after each of `ids` (one row each, one pass)."""
+        return self._feed(ids, len(ids))
+
+    def _feed(self, ids: Sequence[int], rows: int) -> torch.Tensor:
+        logits, self._cache = self.owner._forward(ids, self._cache, rows)
         self._ids.extend(ids)
         return logits
 
@@ -352,6 +373,15 @@ class _BatchedSession:
 
     def feed(self, ids: Sequence[int]) -> torch.Tensor:
         return self._scheduler.feed(self._row, ids)
+
+    def prefill_rows(self, extra: Sequence[int]) -> torch.Tensor:
+        """`prefill_with(extra)`, with the logits after the prompt and after each of `extra`
+        (one row each): what a search over outputs needs to score forced tokens."""
+        return self._scheduler.prefill(self._row, extra, len(extra) + 1).reshape(len(extra) + 1, -1)
+
+    def feed_rows(self, ids: Sequence[int]) -> torch.Tensor:
+        """`feed(ids)`, with the logits after each of `ids` (one row each, one pass)."""
+        return self._scheduler.feed(self._row, ids, len(ids)).reshape(len(ids), -1)
 
     def rollback(self, n: int) -> None:
         self._scheduler.rollback(self._row, n)

@@ -26,16 +26,16 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sdk.decoding.generate import TurnOutput
+from sdk.decoding._search import Cursor, turn_result, valid_tokens
+from sdk.decoding.generate import TurnOutput, forced_token_ids
 from sdk.engine.logits import host, log_softmax, logsumexp
 from sdk.errors import ConfigError, UnexpectedModelBehavior
-from sdk.result import Usage
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -75,34 +75,6 @@ class _Node:
         return self.leaf or self.logp is not None
 
 
-class _Cursor:
-    """The session positioned at whichever prefix the trie asks for (rolled back to the
-    common prefix, the rest fed in one pass)."""
-
-    def __init__(self, session: RollbackSession) -> None:
-        self.session = session
-        self.fed: list[int] = []
-        self.root: Any = session.prefill()
-        self.passes = 1
-
-    def logits(self, path: Sequence[int]) -> Any:
-        if not path:
-            return self.root
-        common = 0
-        for a, b in zip(self.fed, path, strict=False):
-            if a != b:
-                break
-            common += 1
-        common = min(common, len(path) - 1)  # the logits after path[-1]: it is fed again
-        if len(self.fed) > common:
-            self.session.rollback(len(self.fed) - common)
-            del self.fed[common:]
-        out = self.session.feed(list(path[common:]))
-        self.fed.extend(path[common:])
-        self.passes += 1
-        return out
-
-
 def _log_softmax(logits: Any, temperature: float) -> np.ndarray:
     """The tempered next-token log-probabilities as a float64 NumPy row."""
     return np.asarray(log_softmax(host(logits).astype(np.float64) / temperature))
@@ -118,6 +90,12 @@ class ExactSampler:
         temperature: The model's distribution is p^(1/T), renormalized (T > 0).
         rng: The random source.
         max_tokens: Outputs longer than this are not considered.
+        forced: `(index, tokenizer)`: where a new prefix is opened, the forced text after it,
+            as the masked turn spells it (healed where `heal`), is opened in the same
+            forward pass (the logits after each token). Draws stay exact over every
+            spelling; a walk that follows that spelling costs no more passes. None: one
+            pass a new prefix.
+        heal: With `forced`: the run ends where the model's own tokens would.
     """
 
     def __init__(
@@ -129,6 +107,8 @@ class ExactSampler:
         temperature: float = 1.0,
         rng: np.random.Generator | None = None,
         max_tokens: int = 256,
+        forced: tuple[TokenizerIndex, Any] | None = None,
+        heal: bool = True,
     ) -> None:
         if temperature <= 0:
             raise ConfigError("exact sampling needs temperature > 0 (greedy has no distribution)")
@@ -136,7 +116,9 @@ class ExactSampler:
         self.rng = rng if rng is not None else np.random.default_rng()
         self.max_tokens = max_tokens
         self.eos_ids = eos_ids
-        self._cursor = _Cursor(session)
+        self.forced = forced
+        self.heal = heal
+        self._cursor = Cursor(session)
         self.root = _Node((), matcher.fork())
         self._open(self.root)
 
@@ -146,21 +128,39 @@ class ExactSampler:
 
     # ------------------------------------------------------------------ the trie
 
-    def _open(self, node: _Node) -> None:
-        """The model's distribution and the grammar's mask at `node` (one forward pass where
-        the node is new)."""
+    def _open(self, node: _Node) -> float:
+        """The model's distribution and the grammar's mask at `node`, and at each node of the
+        forced run after it (`forced`), in one forward pass; `node`'s `log_alive` after
+        that, which is what the walk that opened it must be kept by: the mass it counted as
+        alive, less what the masks along the run proved dead."""
         assert node.matcher is not None
-        node.logp = logp = _log_softmax(self._cursor.logits(node.path), self.temperature)
-        allowed = np.zeros(logp.shape[0], dtype=bool)
-        mask = node.matcher.mask()
-        n = min(len(mask), logp.shape[0])
-        allowed[:n] = mask[:n]
-        if len(node.path) >= self.max_tokens:  # only the end may follow
-            ends = np.zeros_like(allowed)
-            ends[[i for i in self.eos_ids if i < len(ends)]] = True
-            allowed &= ends
-        node.allowed = allowed
-        node.log_kept = node.log_alive = logsumexp(logp[allowed])
+        chain: list[int] = []
+        if self.forced is not None:
+            index, tokenizer = self.forced
+            budget = self.max_tokens - len(node.path)
+            chain = forced_token_ids(node.matcher.fork(), index, tokenizer, budget, heal=self.heal)
+        cursor = self._cursor
+        if cursor.root is None:
+            rows = cursor.start(chain)
+        else:
+            rows = cursor.rows((*node.path, *chain), len(chain))
+        run = [node]
+        self._fill(node, rows[0])
+        for row, token in zip(rows[1:], chain, strict=False):
+            run.append(self._child(run[-1], token))
+            if run[-1].leaf:
+                break
+            self._fill(run[-1], row)
+        self._settle(run)
+        return node.log_alive
+
+    def _fill(self, node: _Node, row: Any) -> None:
+        """`node`'s distribution from the logits after it, and its mask."""
+        assert node.matcher is not None
+        node.logp = logp = _log_softmax(row, self.temperature)
+        at_limit = len(node.path) >= self.max_tokens
+        node.allowed = valid_tokens(node.matcher, logp.shape[0], self.eos_ids, at_limit)
+        node.log_kept = node.log_alive = logsumexp(logp[node.allowed])
 
     def _child(self, node: _Node, token: int) -> _Node:
         kid = node.kids.get(token)
@@ -225,9 +225,8 @@ class ExactSampler:
             while not node.leaf and log_keep > log_u:
                 node = self._child(node, self._pick(self._log_weights(node, exact=True)))
                 walked.append(node)
-                if not node.opened:
-                    self._open(node)
-                    log_keep += node.log_kept  # the walk counted its rejected mass as alive
+                if not node.opened:  # the walk counted the node's whole mass as alive
+                    log_keep += self._open(node)
             self._settle(walked)
             if node.leaf and log_keep > log_u:
                 return ExactDraw(node.path, attempt, self._cursor.passes - passes)
@@ -287,10 +286,14 @@ def exact_turn(
     max_tokens: int,
     sampling: SamplingConfig,
     on_progress: Callable[[list[int]], None] | None = None,
+    *,
+    tokenizer: Any = None,
+    heal: bool = True,
 ) -> TurnOutput:
     """A whole-reply constrained turn drawn exactly (`Agent(decoding="exact")`): its output
     never runs past `max_tokens` (longer outputs are not drawn), so it always ends where the
-    grammar does."""
+    grammar does. With `tokenizer`, forced text is opened with the prefix before it, in one
+    forward pass (`ExactSampler`'s `forced`)."""
     t0 = time.perf_counter()
     try:
         sampler = ExactSampler(
@@ -300,20 +303,20 @@ def exact_turn(
             temperature=sampling.temperature,
             rng=np.random.default_rng(sampling.seed),
             max_tokens=max_tokens,
+            forced=(index, tokenizer) if tokenizer is not None else None,
+            heal=heal,
         )
         drawn = sampler.draw(max_passes=16 * max_tokens + 64)
     finally:
         session.close()
     tokens = [t for t in drawn.tokens if t not in index.eos_ids]
-    if on_progress is not None:
-        on_progress(tokens)
-    usage = Usage(
-        prompt_tokens=len(session.prompt_ids),
-        completion_tokens=len(tokens),
-        forward_passes=sampler.forward_passes,
-        cached_prompt_tokens=session.cached_tokens,
+    text, usage = turn_result(
+        session,
+        index,
+        tokens,
+        sampler.forward_passes,
+        t0,
+        on_progress,
         exact_attempts=drawn.attempts,
-        generation_time_s=time.perf_counter() - t0,
     )
-    text = index.decode_bytes(tokens).decode("utf-8", errors="replace")
     return TurnOutput(text, tokens, "stop", True, usage)

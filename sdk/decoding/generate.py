@@ -103,12 +103,13 @@ class RollbackSession(DecodeSession, Protocol):
 class SamplingConfig:
     """Greedy when `temperature == 0`; otherwise seeded sampling with optional nucleus.
     `decoding="exact"`: whole-reply constrained turns are drawn from p(y | y in L)
-    (`sdk.decoding.exact`), not masked step by step."""
+    (`sdk.decoding.exact`), not masked step by step; `"best"`: they are the most likely
+    valid output a search finds (`sdk.decoding.best`)."""
 
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int | None = None
-    decoding: Literal["masked", "exact"] = "masked"
+    decoding: Literal["masked", "exact", "best"] = "masked"
 
 
 @dataclass
@@ -130,6 +131,9 @@ class TurnOutput:
     # A value ran away: the unit (text) its last `RUNAWAY_TOKENS` tokens repeated; the turn
     # stopped there ("length", as if max_tokens had cut it). "" otherwise.
     runaway: str = ""
+    # The output's log-probability under the model, where the decoding computed it
+    # (`decoding="best"`); None otherwise.
+    logprob: float | None = None
 
 
 #: A constrained value whose last this many tokens are one unit of at most `RUNAWAY_PERIOD`
