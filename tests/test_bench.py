@@ -380,6 +380,7 @@ def test_bfcl_arguments() -> None:
     a = parse_args([])
     assert a.categories == ["multiple", "parallel", "irrelevance"]
     assert a.modes == ["required", "auto", "unconstrained", "xgrammar"]
+    assert parse_args(["--modes", "required,best,exact"]).modes == ["required", "best", "exact"]
     assert (a.styles, a.max_tokens, a.auto_call_bias, a.reasoning_tokens) == (
         ["auto"],
         192,
@@ -552,6 +553,24 @@ def test_bfcl_runner_modes_on_a_scripted_model(smollm2_tokenizer: Any) -> None:
     assert cut.truncated and cut.calls_lost == 1 and cut.n_calls == 1 and cut.called
     assert not cut.all_correct and cut.tokens < budget
     assert first.startswith(cut.text) and cut.text.endswith("</tool_call>")
+
+
+def test_bfcl_best_mode_against_required_on_a_scripted_model(smollm2_tokenizer: Any) -> None:
+    """The best mode runs the search (its scripted call is the most likely one), the turns
+    are scored under the model (`--logprobs`), and the comparison line names both modes."""
+    from sdk.backends.test import TestModel, ToolCallScript
+    from sdk.bench.bfcl import Options, Runner, _search_lines
+
+    item = _bfcl_item("multiple", [{"f": {"a": [1]}}])
+    m = TestModel([[ToolCallScript("f", {"a": 1})]] * 8, tokenizer=smollm2_tokenizer)
+    runner = Runner(m, Options(max_tokens=96, logprobs=True, warm=True))
+    outs = runner.run_item(item, ["required", "best"], ["spaced"])
+    assert [o.correct for o in outs] == [True, True], outs
+    assert outs[0].token_ids == outs[1].token_ids and outs[0].logprob is not None
+    assert outs[1].logprob == outs[0].logprob
+    [line] = _search_lines(outs)
+    assert line.startswith("best vs required, multiple/spaced, 1 questions: correct 1 vs 1")
+    assert "log p >= required's on 1/1 (0 higher)" in line
 
 
 def test_concurrency_bench_compares_the_modes_on_the_real_model(

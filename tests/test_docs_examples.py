@@ -148,9 +148,22 @@ class _Page:
 _PAGES: dict[str, _Page] = {}
 
 
+def _fresh_models() -> None:
+    """Each page starts from models without cached cells, so what it prints does not depend
+    on which tests ran before it: on llama.cpp, where a prompt's cells lie in the KV cache
+    moves its logits by rounding, enough to flip a near tie (`sdk.backends._llama_batch`)."""
+    from sdk.backends import local
+
+    for model in list(local._NAMED.values()):
+        context = getattr(model, "_context", None)
+        if context is not None:
+            context.clear()
+
+
 def _page(page: str, tmp_factory: pytest.TempPathFactory) -> _Page:
     state = _PAGES.get(page)
     if state is None:
+        _fresh_models()
         slug = re.sub(r"\W", "_", page)
         module = types.ModuleType(f"docs_example_{slug}")
         module.__file__ = str(ROOT / page)

@@ -16,6 +16,11 @@ float→number, tuple→array, any→unconstrained) and the model answers ONE tu
 
 - required: `Agent(tool_choice="required")`: the turn must be a call, under the grammar;
 - auto: `Agent(tool_choice="auto")`: the model may call (under the grammar) or write text;
+- best: `Agent(tool_choice="required", decoding="best")`: the most likely valid call a
+  best-first search finds (`sdk.decoding.best`), not the greedy one;
+- exact: `Agent(tool_choice="required", decoding="exact")`: a call drawn from the model
+  restricted to the grammar (`sdk.decoding.exact`; needs `--temperature` > 0, which the
+  other modes then sample at too);
 - unconstrained: the same prompt, plain generation, calls parsed out of the text afterwards;
 - xgrammar: the same prompt, XGrammar's HF logits processor forcing the whole reply to be
   `<tool_call>` blocks around the same call-body JSON Schema, laid out with the style's
@@ -52,6 +57,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -68,8 +74,12 @@ DATA_ENV = "SDK_BFCL_DIR"
 QUESTIONS = "BFCL_v4_multiple.jsonl"
 ANSWERS = "BFCL_v4_multiple.answers.jsonl"
 CATEGORIES = ("multiple", "parallel", "irrelevance")
-SDK_MODES = ("required", "auto")
+SDK_MODES = ("required", "auto", "best", "exact")
+#: Modes that run the agent with another `tool_choice` and decoding: mode -> (choice, decoding).
+_SDK_TURNS = {"best": ("required", "best"), "exact": ("required", "exact")}
 MODES = (*SDK_MODES, "unconstrained", "xgrammar")
+#: What runs without --modes: best and exact are asked for by name (exact needs --temperature).
+DEFAULT_MODES = ("required", "auto", "unconstrained", "xgrammar")
 STYLES = ("auto", "compact", "spaced", "flexible")
 
 _TYPE_MAP = {"dict": "object", "float": "number", "tuple": "array"}
@@ -227,6 +237,9 @@ class Outcome:
     seconds: float = 0.0
     tokens: int = 0
     forward_passes: int = 0
+    # log p(the turn's tokens | prompt) under the model (`--logprobs`; required and best)
+    logprob: float | None = None
+    token_ids: list[int] | None = None  # the turn's tokens (`--logprobs`)
     error: str | None = None
     reused_from: str | None = None  # the style whose identical run this copies
     text: str = ""
@@ -275,6 +288,9 @@ class Options:
     max_tokens: int = 192
     auto_call_bias: float | str | None = None  # "off": no call decision (the model's own pick)
     reasoning_tokens: int | None = None
+    logprobs: bool = False  # score each required/best turn's tokens under the model
+    warm: bool = False  # run the shared prompt before each SDK turn (modes compare decoding)
+    temperature: float = 0.0  # > 0: SDK modes sample (seed 0)
 
     def agent_kwargs(self) -> dict[str, Any]:
         extra: dict[str, Any] = {}
@@ -284,6 +300,8 @@ class Options:
             extra["auto_call_bias"] = self.auto_call_bias
         if self.reasoning_tokens is not None:
             extra["reasoning_tokens"] = self.reasoning_tokens
+        if self.temperature > 0:
+            extra["temperature"], extra["seed"] = self.temperature, 0
         return extra
 
 
@@ -306,14 +324,16 @@ class Runner:
         self.xgrammar = XgrammarDriver(backend) if xgrammar else None
         self.formats: dict[str, Any] = {}  # style -> the agent's resolved ToolCallFormat
 
-    def _agent(self, item: Item, tool_choice: str, style: str) -> Any:
+    def _agent(self, item: Item, mode: str, style: str) -> Any:
         from sdk.agent import Agent
 
         base, heal = style_parts(style)
+        tool_choice, decoding = _SDK_TURNS.get(mode, (mode, "masked"))
         return Agent(
             self.backend,
             tools=list(item.tools.values()),
             tool_choice=tool_choice,
+            decoding=cast(Any, decoding),
             parallel_tool_calls=item.category == "parallel",
             max_tokens=self.options.max_tokens,
             call_style=cast(Any, base),  # a name checked by the CLI
@@ -353,6 +373,11 @@ class Runner:
         out = Outcome(item.category, item.id, mode, style)
         calls: list[Call] = []
         usage: Any = None
+        meta: Mapping[str, Any] = {}
+        if self.options.warm and hasattr(self.backend, "begin_turn"):
+            session = self.backend.begin_turn(self._request(item, style))
+            session.prefill()
+            session.close()
         start = time.perf_counter()
         try:
             result = self._agent(item, mode, style).plan_sync(item.prompt)
@@ -381,7 +406,23 @@ class Runner:
             meta = result.messages[-1].metadata if result.messages else {}
             self._alignment(out, meta.get("token_ids"))
         out.seconds = time.perf_counter() - start
+        if self.options.logprobs and mode in ("required", "best"):
+            out.token_ids = meta.get("token_ids")
+            out.logprob = self._logprob(item, style, out.token_ids)
         return score(out, item, calls), usage
+
+    def _logprob(self, item: Item, style: str, ids: Sequence[int] | None) -> float | None:
+        """log p(ids | the required turn's prompt): greedy's and the search's outputs scored
+        the same way, after the turn's timing."""
+        from sdk.decoding.best import sequence_logprob
+
+        if not ids or not hasattr(self.backend, "begin_turn"):
+            return None
+        session = self.backend.begin_turn(self._request(item, style))
+        try:
+            return sequence_logprob(session, list(ids))
+        finally:
+            session.close()
 
     def _request(self, item: Item, style: str) -> Any:
         """The prompt every mode shares: the question, all tools, the agent's format."""
@@ -499,7 +540,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--n", type=int, default=50, help="questions per category (default 50)")
     parser.add_argument("--offset", type=int, default=0, help="skip this many questions first")
     parser.add_argument("--categories", default=",".join(CATEGORIES), help="comma-separated")
-    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes")
+    parser.add_argument(
+        "--modes",
+        default=",".join(DEFAULT_MODES),
+        help=f"comma-separated, of {', '.join(MODES)} (default {', '.join(DEFAULT_MODES)})",
+    )
     parser.add_argument("--styles", default="auto", help="comma-separated call styles")
     parser.add_argument("--model", default="smollm2", help="smollm2, gemma3, .gguf or HF dir")
     parser.add_argument("--max-tokens", type=int, default=192)
@@ -511,6 +556,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--reasoning-tokens", type=int, default=None, help="passed to Agent(reasoning_tokens=...)"
+    )
+    parser.add_argument(
+        "--logprobs",
+        action="store_true",
+        help="score the required and best turns' tokens under the model (in --jsonl)",
+    )
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=0.0,
+        help="SDK modes sample at this temperature (seed 0); the exact mode needs it > 0",
+    )
+    parser.add_argument(
+        "--warm",
+        action="store_true",
+        help="run each question's prompt before each SDK turn: modes compare on decoding alone",
     )
     parser.add_argument("--jsonl", help="one line per (category, question, mode, style)")
     parser.add_argument("--plot", help="write a grouped bar chart PNG here (needs matplotlib)")
@@ -530,6 +591,43 @@ def _code(o: Outcome) -> str:
     if o.error is not None:
         return "E"
     return "V" if o.valid else "P" if o.parsed else "-"
+
+
+def _search_lines(outcomes: Sequence[Outcome]) -> list[str]:
+    """Per category and style, the best and exact modes against required (the masked
+    turn) on the same questions: correct questions, log-probabilities (`--logprobs`),
+    seconds and forward passes."""
+    pairs: dict[tuple[str, str, str], list[tuple[Outcome, Outcome]]] = {}
+    greedy = {(o.category, o.id, o.style): o for o in outcomes if o.mode == "required"}
+    for o in outcomes:
+        g = greedy.get((o.category, o.id, o.style))
+        if o.mode in _SDK_TURNS and g is not None:
+            pairs.setdefault((o.mode, o.category, o.style), []).append((g, o))
+    lines = []
+    for (mode, category, style), ps in pairs.items():
+        # the same tokens score the same (scoring twice can differ by llama.cpp's rounding)
+        scored = [
+            (g.logprob, g.logprob if b.token_ids == g.token_ids else b.logprob)
+            for g, b in ps
+            if None not in (g.logprob, b.logprob)
+        ]
+        lp = ""
+        if scored:
+            at_least = sum(bl >= gl - 1e-3 for gl, bl in scored)  # type: ignore[operator]
+            higher = sum(bl > gl + 1e-3 for gl, bl in scored)  # type: ignore[operator]
+            lp = f"; log p >= required's on {at_least}/{len(scored)} ({higher} higher)"
+        g_s = statistics.fmean(g.seconds for g, _ in ps)
+        b_s = statistics.fmean(b.seconds for _, b in ps)
+        g_p = statistics.fmean(g.forward_passes for g, _ in ps)
+        b_p = statistics.fmean(b.forward_passes for _, b in ps)
+        lines.append(
+            f"{mode} vs required, {category}/{style}, {len(ps)} questions: correct "
+            f"{sum(b.correct for _, b in ps)} vs {sum(g.correct for g, _ in ps)}, changed calls "
+            f"{sum(b.text != g.text for g, b in ps)} (tokens "
+            f"{sum(b.token_ids != g.token_ids for g, b in ps)}){lp}; s/question {b_s:.2f} vs {g_s:.2f} "
+            f"({b_s / g_s if g_s else 0:.2f}x), passes {b_p:.1f} vs {g_p:.1f}"
+        )
+    return lines
 
 
 def _load_backend(model: str, xgrammar: bool) -> Any:
@@ -601,7 +699,9 @@ def _header(args: argparse.Namespace, backend: Any, resolved: dict[str, Any]) ->
     )
     return (
         f"BFCL {','.join(args.categories)}: n={args.n} per category from #{args.offset}, model "
-        f"{args.model} on {type(backend).__name__}, greedy, max_tokens={args.max_tokens}, "
+        f"{args.model} on {type(backend).__name__}, "
+        f"{f'T={args.temperature}' if args.temperature > 0 else 'greedy'}, "
+        f"max_tokens={args.max_tokens}, "
         f"styles: {styles_text}"
         + (f", auto_call_bias={args.auto_call_bias}" if args.auto_call_bias is not None else "")
         + (
@@ -618,7 +718,14 @@ def main(argv: list[str] | None = None) -> int:
     modes: list[str] = args.modes
     xgr = "xgrammar" in modes
     backend = _load_backend(args.model, xgr)
-    options = Options(args.max_tokens, args.auto_call_bias, args.reasoning_tokens)
+    options = Options(
+        args.max_tokens,
+        args.auto_call_bias,
+        args.reasoning_tokens,
+        args.logprobs,
+        args.warm,
+        args.temperature,
+    )
     try:
         runner = Runner(backend, options, xgrammar=xgr)
     except ImportError as exc:  # peers are optional
@@ -629,6 +736,8 @@ def main(argv: list[str] | None = None) -> int:
     resolved = _resolved_styles(runner, args.styles, first)
     report = summarize(outcomes)
     print(format_tables(report, _header(args, backend, resolved)), flush=True)
+    for line in _search_lines(outcomes):
+        print(line, flush=True)
     if args.plot and plot(
         args.plot, report, f"BFCL, {args.model}, greedy (python -m sdk.bench bfcl)"
     ):
