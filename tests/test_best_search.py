@@ -277,6 +277,12 @@ def test_transformers_rows_are_the_logits_of_each_position(smollm2: Any, max_bat
             assert np.allclose(np.asarray(one), np.asarray(rows[i]), atol=2e-3)
     finally:
         session.close()
+    # again, with the prompt and those tokens cached: the rows are still computed
+    again = model.begin_turn(request)
+    try:
+        assert np.allclose(np.asarray(again.prefill_rows(ids[:2])), np.asarray(start), atol=2e-3)
+    finally:
+        again.close()
 
 
 def test_agent_best_decoding_on_the_embedded_model() -> None:

@@ -200,9 +200,9 @@ class _PrefixStore:
         while len(self.entries) > self.max_entries or self.nbytes() > self.max_bytes:
             self.entries.pop(0)
 
-    def _best(self, prompt: Sequence[int]) -> tuple[int, int]:
+    def _best(self, prompt: Sequence[int], left: int = 1) -> tuple[int, int]:
         best, best_n = -1, 0
-        limit = len(prompt) - 1
+        limit = len(prompt) - left
         for k, (ids, _, _) in enumerate(self.entries):
             n, m = 0, min(len(ids), limit)
             while n < m and ids[n] == prompt[n]:
@@ -211,13 +211,14 @@ class _PrefixStore:
                 best, best_n = k, n
         return best, best_n
 
-    def longest(self, prompt: Sequence[int]) -> int:
+    def longest(self, prompt: Sequence[int], left: int = 1) -> int:
         """How many tokens of `prompt` `take` would give."""
-        return self._best(prompt)[1]
+        return self._best(prompt, left)[1]
 
-    def take(self, prompt: Sequence[int]) -> tuple[_Layers, int]:
-        """The longest stored prefix of `prompt` (≥ 1 prompt token left to run)."""
-        best, best_n = self._best(prompt)
+    def take(self, prompt: Sequence[int], left: int = 1) -> tuple[_Layers, int]:
+        """The longest stored prefix of `prompt` that leaves `left` tokens (at least one) to
+        run: a row that asked for the logits after its last k tokens runs k at least."""
+        best, best_n = self._best(prompt, left)
         if best < 0:
             return [], 0
         entry = self.entries.pop(best)
@@ -555,7 +556,7 @@ class BatchScheduler:
         (that pass cost 0.53 s for 5 rows instead of 0.21 s for the 2 long ones)."""
         feeds: dict[_Row, list[int]] = {}
         for row in joiners:
-            row.cached = self._store.longest(row.prompt)
+            row.cached = self._store.longest(row.prompt, row.want)
             feeds[row] = row.prompt[row.cached :]
         for group in _long_groups(feeds):
             self._join_group(group)
@@ -567,7 +568,7 @@ class BatchScheduler:
         try:
             parts: list[tuple[_Layers, torch.Tensor]] = []
             for row in joiners:
-                layers, n = self._store.take(row.prompt)  # the entries have not changed
+                layers, n = self._store.take(row.prompt, row.want)  # entries unchanged
                 row.ids = row.prompt[:n]
                 parts.append((layers, torch.ones((1, n), dtype=torch.bool)))
             layers, mask = _stack(parts)
