@@ -85,8 +85,11 @@ def test_lazy_automata_have_the_languages_of_tables(pattern: str, data: st.DataO
     assert au.product(lazy_plus, table_plus, negate_b=True).is_empty, pattern
     assert au.product(table_plus, lazy_plus, negate_b=True).is_empty, pattern
     s = data.draw(st.text(alphabet='abcdxy"\\é', max_size=12))
-    expected = re.fullmatch(pattern, s) is not None
-    assert lazy.matches(s.encode()) == expected == table.matches(s.encode()), (pattern, s)
+    assert lazy.matches(s.encode()) == table.matches(s.encode()), (pattern, s)
+    # A lookahead sees the rest of its own group (docs/internals/grammar-dialect.md), where
+    # Python's sees the rest of the string: `re` is the oracle for patterns without one.
+    if "(?=" not in pattern and "(?!" not in pattern:
+        assert table.matches(s.encode()) == (re.fullmatch(pattern, s) is not None), (pattern, s)
     if isinstance(lazy, LazyDfa) and not lazy.is_empty:
         full = materialize(lazy, 10**6)
         live = live_states(full)
