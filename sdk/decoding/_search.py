@@ -84,12 +84,11 @@ class Cursor:
         """Run the prompt and `extra` (one pass where the session can): the logits after the
         prompt and after each of `extra`, one row each."""
         prefill_rows = getattr(self.session, "prefill_rows", None)
+        self.passes += 1
         if extra and prefill_rows is not None:
             rows = list(_as_rows(prefill_rows(list(extra)), len(extra) + 1))
-            self.passes += 1
         else:
             rows = [host(self.session.prefill())]
-            self.passes += 1
             rows += self._feed_rows(list(extra)) if extra else []
         self.root = rows[0]
         self.fed = list(extra)
@@ -121,22 +120,25 @@ class Cursor:
         todo = list(path[keep_fed:])
         out: list[np.ndarray] = [self.root] if keep < 0 else []
         if todo:
-            got = self._feed_rows(todo) if k > 0 else [host(self.session.feed(todo))]
-            self.passes += 1 if k == 0 or hasattr(self.session, "feed_rows") else 0
+            got = self._feed_rows(todo) if k > 0 else self._feed(todo)
             self.fed.extend(todo)
             self.tokens += len(todo)
             out += got[len(got) - (k + 1 - len(out)) :]
         return out
 
+    def _feed(self, ids: list[int]) -> list[np.ndarray]:
+        """`ids` in one pass: the logits after the last."""
+        self.passes += 1
+        return [host(self.session.feed(ids))]
+
     def _feed_rows(self, ids: list[int]) -> list[np.ndarray]:
+        """`ids`: the logits after each (one pass, or one a token where the session serves
+        only the last row)."""
         feed_rows = getattr(self.session, "feed_rows", None)
-        if feed_rows is not None:
-            return list(_as_rows(feed_rows(ids), len(ids)))
-        rows = []
-        for token in ids:  # one pass a token
-            rows.append(host(self.session.feed([token])))
-            self.passes += 1
-        return rows
+        if feed_rows is None:
+            return [row for token in ids for row in self._feed([token])]
+        self.passes += 1
+        return list(_as_rows(feed_rows(ids), len(ids)))
 
 
 def _as_rows(logits: Any, n: int) -> np.ndarray:
