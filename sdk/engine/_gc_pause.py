@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["MAX_PAUSE_S", "gc_paused"]
+__all__ = ["MAX_PAUSE_S", "gc_paused", "trim_heap"]
 
 MAX_PAUSE_S = 2.0
 #: A compile that ran this long has freed a lot of heap that glibc keeps: give it back.
@@ -48,7 +48,8 @@ def _malloc_trim() -> Callable[[int], int] | None:
 _trim = _malloc_trim()
 
 
-def _trim_heap() -> None:
+def trim_heap() -> None:
+    """Hand the heap glibc keeps after freeing back to the system (a no-op elsewhere)."""
     trim = _trim
     if trim is not None:
         trim(0)
@@ -79,4 +80,4 @@ def gc_paused() -> Iterator[None]:
                 gc.enable()
                 _paused = False
         if last and time.monotonic() - start > TRIM_AFTER_S:
-            _trim_heap()
+            trim_heap()

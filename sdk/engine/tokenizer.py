@@ -27,6 +27,7 @@ normalizer / pre-tokenizer / decoder configuration.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import marshal
@@ -59,7 +60,7 @@ __all__ = [
 ]
 
 #: Bumped whenever the on-disk layout or the decoding rules change (invalidates old caches).
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2
 
 #: End-of-turn / end-of-text tokens of common chat models. Counted as EOS only when the
 #: tokenizer marks them special, so an ordinary word can never become a stop token.
@@ -212,7 +213,9 @@ class TokenizerIndex:
 
     Immutable and shared: ``from_hf`` returns the same object for the same tokenizer content.
     Arrays are read-only. ``byte_matrix[i, :lengths[i]] == token_bytes[i]``; the rest of each
-    row is 0 (lengths, not a terminator, say where a token ends).
+    row is 0 (lengths, not a terminator, say where a token ends). The matrices are built on
+    first use: the engine keeps its own (`sdk.engine._vocab`), and for a 152k vocabulary each
+    is 19 MB that a process would otherwise hold twice over.
     """
 
     vocab_size: int
@@ -221,10 +224,6 @@ class TokenizerIndex:
     special_ids: frozenset[int]
     fingerprint: str
     lengths: npt.NDArray[np.int32] = field(repr=False)
-    byte_matrix: npt.NDArray[np.uint8] = field(repr=False)
-    order_by_length_desc: npt.NDArray[np.int32] = field(repr=False)
-    byte_matrix_sorted: npt.NDArray[np.uint8] = field(repr=False)
-    lengths_sorted: npt.NDArray[np.int32] = field(repr=False)
 
     # ------------------------------------------------------------------ construction
 
@@ -241,7 +240,6 @@ class TokenizerIndex:
         tb = tuple(bytes(b) for b in token_bytes)
         n = len(tb)
         lengths = np.fromiter((len(b) for b in tb), dtype=np.int32, count=n)
-        blob = np.frombuffer(b"".join(tb), dtype=np.uint8)
         eos = frozenset(int(i) for i in eos_ids)
         special = frozenset(int(i) for i in special_ids)
         bad = [i for i in eos | special if not 0 <= i < n]
@@ -250,42 +248,58 @@ class TokenizerIndex:
         if fingerprint is None:
             h = hashlib.sha256()
             h.update(lengths.tobytes())
-            h.update(blob.tobytes())
+            h.update(b"".join(tb))
             h.update(repr((sorted(eos), sorted(special))).encode())
             fingerprint = "bytes-" + h.hexdigest()[:32]
-        return cls._assemble(tb, lengths, blob, eos, special, fingerprint)
+        return cls._assemble(tb, lengths, eos, special, fingerprint)
 
     @classmethod
     def _assemble(
         cls,
         token_bytes: tuple[bytes, ...],
         lengths: npt.NDArray[np.int32],
-        blob: npt.NDArray[np.uint8],
         eos_ids: frozenset[int],
         special_ids: frozenset[int],
         fingerprint: str,
     ) -> TokenizerIndex:
-        n = len(token_bytes)
-        max_len = int(lengths.max()) if n else 0
-        matrix = np.zeros((n, max(max_len, 1)), dtype=np.uint8)
-        if blob.size:
-            rows = np.repeat(np.arange(n, dtype=np.int64), lengths)
-            starts = np.cumsum(lengths, dtype=np.int64) - lengths
-            cols = np.arange(blob.size, dtype=np.int64) - np.repeat(starts, lengths)
-            matrix[rows, cols] = blob
-        order = np.argsort(-lengths, kind="stable").astype(np.int32)
         return cls(
-            vocab_size=n,
+            vocab_size=len(token_bytes),
             token_bytes=token_bytes,
             eos_ids=eos_ids,
             special_ids=special_ids,
             fingerprint=fingerprint,
             lengths=_readonly(lengths),
-            byte_matrix=_readonly(matrix),
-            order_by_length_desc=_readonly(order),
-            byte_matrix_sorted=_readonly(matrix[order]),
-            lengths_sorted=_readonly(lengths[order]),
         )
+
+    # ------------------------------------------------------------------ derived views
+
+    @functools.cached_property
+    def byte_matrix(self) -> npt.NDArray[np.uint8]:
+        """``[vocab_size, max_len]`` uint8: row i holds ``token_bytes[i]``, zero padded."""
+        n, lengths = self.vocab_size, self.lengths
+        matrix = np.zeros((n, self.max_len), dtype=np.uint8)
+        blob = np.frombuffer(b"".join(self.token_bytes), dtype=np.uint8)
+        if blob.size:
+            rows = np.repeat(np.arange(n, dtype=np.int64), lengths)
+            starts = np.cumsum(lengths, dtype=np.int64) - lengths
+            cols = np.arange(blob.size, dtype=np.int64) - np.repeat(starts, lengths)
+            matrix[rows, cols] = blob
+        return _readonly(matrix)
+
+    @functools.cached_property
+    def order_by_length_desc(self) -> npt.NDArray[np.int32]:
+        """Token ids, longest bytes first (ties by id)."""
+        return _readonly(np.argsort(-self.lengths, kind="stable").astype(np.int32))
+
+    @functools.cached_property
+    def byte_matrix_sorted(self) -> npt.NDArray[np.uint8]:
+        """``byte_matrix`` rows in ``order_by_length_desc`` order."""
+        return _readonly(self.byte_matrix[self.order_by_length_desc])
+
+    @functools.cached_property
+    def lengths_sorted(self) -> npt.NDArray[np.int32]:
+        """``lengths`` in ``order_by_length_desc`` order."""
+        return _readonly(self.lengths[self.order_by_length_desc])
 
     @classmethod
     def from_hf(
@@ -350,9 +364,8 @@ class TokenizerIndex:
             )
         tb = self.token_bytes + (b"",) * (n - self.vocab_size)
         lengths = np.concatenate([self.lengths, np.zeros(n - self.vocab_size, np.int32)])
-        blob = np.frombuffer(b"".join(self.token_bytes), dtype=np.uint8)
         return TokenizerIndex._assemble(
-            tb, lengths, blob, self.eos_ids, self.special_ids, f"{self.fingerprint}-pad{n}"
+            tb, lengths, self.eos_ids, self.special_ids, f"{self.fingerprint}-pad{n}"
         )
 
     def with_token_text(self, texts: Mapping[int, bytes]) -> TokenizerIndex:
@@ -370,10 +383,9 @@ class TokenizerIndex:
             raise TokenizerError(f"cannot give text to token ids {sorted(bad)[:5]}")
         tb = tuple(texts.get(i, b) for i, b in enumerate(self.token_bytes))
         lengths = np.fromiter((len(b) for b in tb), dtype=np.int32, count=len(tb))
-        blob = np.frombuffer(b"".join(tb), dtype=np.uint8)
         h = hashlib.sha256(repr(sorted(texts.items())).encode()).hexdigest()[:16]
         return TokenizerIndex._assemble(
-            tb, lengths, blob, self.eos_ids, self.special_ids, f"{self.fingerprint}-text{h}"
+            tb, lengths, self.eos_ids, self.special_ids, f"{self.fingerprint}-text{h}"
         )
 
     def warm_up(self) -> TokenizerIndex:
@@ -400,8 +412,8 @@ class TokenizerIndex:
 
     @property
     def max_len(self) -> int:
-        """Longest token in bytes (width of ``byte_matrix``)."""
-        return int(self.byte_matrix.shape[1])
+        """Longest token in bytes (width of ``byte_matrix``; at least 1)."""
+        return max(int(self.lengths.max()) if self.vocab_size else 0, 1)
 
     def __len__(self) -> int:
         return self.vocab_size
@@ -587,8 +599,8 @@ def _generation_config_eos(tokenizer: Any) -> list[int]:
 def _save_npz(path: Path, index: TokenizerIndex, vocab_fingerprint: str) -> None:
     """Atomic write (tmp + rename): concurrent processes may build the same index.
 
-    Stores the derived matrices too (reading 2 x 12 MB beats recomputing them) and the token
-    bytes as a marshal blob (``marshal.loads`` rebuilds 262k ``bytes`` ~4x faster than slicing).
+    Stores the token bytes as a marshal blob (``marshal.loads`` rebuilds 262k ``bytes`` ~4x
+    faster than slicing).
     """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -603,9 +615,6 @@ def _save_npz(path: Path, index: TokenizerIndex, vocab_fingerprint: str) -> None
                     token_bytes=np.frombuffer(marshal.dumps(index.token_bytes), dtype=np.uint8),
                     special_ids=np.array(sorted(index.special_ids), dtype=np.int64),
                     lengths=index.lengths,
-                    byte_matrix=index.byte_matrix,
-                    order_by_length_desc=index.order_by_length_desc,
-                    byte_matrix_sorted=index.byte_matrix_sorted,
                 )
             os.chmod(tmp, 0o644)  # mkstemp makes 0600; the cache is meant to be shared
             os.replace(tmp, path)
@@ -634,18 +643,12 @@ def _load_npz(
             token_bytes = marshal.loads(z["token_bytes"].tobytes())
             special = frozenset(int(i) for i in z["special_ids"])
             lengths = np.ascontiguousarray(z["lengths"], dtype=np.int32)
-            matrix = np.ascontiguousarray(z["byte_matrix"], dtype=np.uint8)
-            order = np.ascontiguousarray(z["order_by_length_desc"], dtype=np.int32)
-            matrix_sorted = np.ascontiguousarray(z["byte_matrix_sorted"], dtype=np.uint8)
     except (OSError, KeyError, ValueError, EOFError, TypeError, UnicodeDecodeError):
         return None
     n = lengths.size
     if (
         not isinstance(token_bytes, tuple)
         or len(token_bytes) != n
-        or matrix.shape[0] != n
-        or order.shape != (n,)
-        or matrix_sorted.shape != matrix.shape
         or any(not 0 <= i < n for i in eos | special)
     ):
         return None
@@ -656,8 +659,4 @@ def _load_npz(
         special_ids=special,
         fingerprint=fingerprint,
         lengths=_readonly(lengths),
-        byte_matrix=_readonly(matrix),
-        order_by_length_desc=_readonly(order),
-        byte_matrix_sorted=_readonly(matrix_sorted),
-        lengths_sorted=_readonly(lengths[order]),
     )
