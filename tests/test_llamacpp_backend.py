@@ -1,6 +1,6 @@
 """`LlamaCppModel`: the embedded SmolLM2 GGUF run by llama.cpp in process, under the SDK's masks.
 
-Real parts throughout: the GGUF, llama.cpp's decode, the converted tokenizer, the turn grammar.
+Real parts throughout: the GGUF, llama.cpp's decode and tokenizer, the turn grammar.
 """
 
 from __future__ import annotations
@@ -44,30 +44,66 @@ class Booking(BaseModel):
     breakfast: bool
 
 
-def _llama_tokens(model: LlamaCppModel, text: str) -> list[int]:
-    import llama_cpp
-
-    data = text.encode()
-    buf = (llama_cpp.llama_token * (len(data) + 8))()
-    vocab = llama_cpp.llama_model_get_vocab(model._model)
-    n = llama_cpp.llama_tokenize(vocab, data, len(data), buf, len(buf), False, True)
-    assert n >= 0
-    return list(buf[:n])
+_TEXTS = [
+    'Hello <tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+    "café 東京 ✓ naïve — 3.14e-2 \t\n  spaces",
+    '{"a":  1, "b":\n    [2, 3]}',
+]
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        'Hello <tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
-        "café 東京 ✓ naïve — 3.14e-2 \t\n  spaces",
-        "<|im_start|>user\nWhat's up?<|im_end|>\n<|im_start|>assistant\n",
-    ],
-)
-def test_the_converted_tokenizer_gives_llama_cpps_own_ids(llama: LlamaCppModel, text: str) -> None:
-    """The prompt is tokenized by transformers and run by llama.cpp: the ids must be the same."""
-    ours = llama.tokenizer.encode(text, add_special_tokens=False)
-    assert ours == _llama_tokens(llama, text)
-    assert llama.n_vocab == len(llama.tokenizer)
+@pytest.mark.parametrize("text", _TEXTS)
+def test_the_tokenizers_ids_spell_the_text_in_the_index(llama: LlamaCppModel, text: str) -> None:
+    """llama.cpp tokenizes, the index (built from llama.cpp's pieces) masks: the bytes of the
+    ids must be the text, or forced text and masks would disagree with the prompt's tokens."""
+    ids = llama.tokenizer.encode(text)
+    assert llama.index.decode_bytes(ids) == text.encode()
+    assert llama.tokenizer.decode(ids) == text
+    assert llama.n_vocab == len(llama.tokenizer) == llama.index.vocab_size
+
+
+def test_special_tokens_are_parsed_in_prompts_and_carry_no_bytes(llama: LlamaCppModel) -> None:
+    tok = llama.tokenizer
+    ids = tok.encode("<|im_start|>user\nhi<|im_end|>")
+    vocab = tok.get_vocab()
+    assert ids[0] == vocab["<|im_start|>"] and ids[-1] == vocab["<|im_end|>"]
+    assert vocab["<|im_end|>"] in llama.index.eos_ids
+    assert llama.index.token_bytes[vocab["<|im_start|>"]] == b""
+    assert tok.special_tokens_map["eos_token"] == "<|im_end|>"
+
+
+def test_prompts_render_as_transformers_renders_them(llama: LlamaCppModel) -> None:
+    """The chat template runs through transformers' own renderer: with the converted
+    tokenizer (the transformers backend's) the prompt text is the same, tools, a call and its
+    result included."""
+    from sdk.backends.chat_template import render_prompt
+    from sdk.backends.embedded import load_tokenizer
+    from sdk.decoding import HERMES, TurnRequest
+    from sdk.messages import Message, ToolCallPart
+    from sdk.tools import as_tool
+
+    call = ToolCallPart(id="c1", name="get_weather", arguments={"city": "Paris"})
+    request = TurnRequest(
+        [
+            Message.system("Be brief."),
+            Message.user("Weather in Paris?"),
+            Message.assistant("", tool_calls=[call]),
+            Message.tool('{"temperature": 22}', tool_call_id="c1", name="get_weather"),
+        ],
+        [as_tool(get_weather)],
+        fmt=HERMES,
+    )
+    ours = render_prompt(llama.tokenizer, request)
+    assert ours == render_prompt(load_tokenizer("smollm2"), request)
+    assert "get_weather" in ours and "<tool_response>" in ours and "temperature" in ours
+
+
+def test_the_tokenizer_does_not_outlive_its_model() -> None:
+    model = LlamaCppModel("smollm2", n_ctx=256, n_threads=1)
+    tok = model.tokenizer
+    assert tok.encode("hi")
+    model.close()
+    with pytest.raises(ModelLoadError, match="closed"):
+        tok.encode("hi")
 
 
 def test_rollback_forgets_the_tokens_fed_after_it(llama: LlamaCppModel) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sdk._memo import per_object
 from sdk.decoding.call_style import CallStyle
@@ -224,7 +224,11 @@ def encode_prompt(tokenizer: Any, text: str) -> list[int]:
 
 
 def index_for(tokenizer: Any) -> TokenizerIndex:
-    """One `TokenizerIndex` per tokenizer (`from_hf` caches in memory and on disk)."""
+    """One `TokenizerIndex` per tokenizer: its own where it builds one (`token_index`,
+    llama.cpp's), else `from_hf` (cached in memory and on disk)."""
     from sdk.engine.tokenizer import TokenizerIndex
 
+    own = getattr(tokenizer, "token_index", None)
+    if callable(own):
+        return cast("TokenizerIndex", own())
     return TokenizerIndex.from_hf(tokenizer)

@@ -2,8 +2,8 @@
 
 `TransformersModel` de-quantizes a GGUF to float32: ~3x slower per token than llama.cpp and ~8x
 the memory. Here the quantized weights run as they are; everything else is the SDK's own: the
-prompt is rendered and tokenized by the GGUF's tokenizer converted for transformers (the same
-token ids: both read the GGUF's vocabulary), the decoding loop (`run_local_turn`) masks the
+prompt is rendered by the GGUF's chat template and tokenized by llama.cpp from the vocabulary
+the model already holds (`_llama_tokenizer`), the decoding loop (`run_local_turn`) masks the
 logits with the turn's matcher, fast-forwards forced text as one batched `llama_decode`, and
 rolls the KV cache back (`llama_memory_seq_rm`) where the call probe or a cut call needs it.
 
@@ -19,10 +19,12 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from sdk.backends._llama_batch import MIN_SLOTS, UBATCH, LlamaContext, Slot
+from sdk.backends._llama_tokenizer import gguf_tokenizer
 from sdk.backends._openmp import cores as _cores
 from sdk.backends._openmp import one_thread, restore_threads
 from sdk.backends.chat_template import encode_prompt, index_for, render_prompt
@@ -86,8 +88,9 @@ class LlamaCppModel:
             every `llama_decode` with the others' (more wait for a free one). Prompt
             prefixes are kept in max(max_batch, 4) sequences, so even one turn at a time
             finds both its agent's prompts (with tools, and the answer turn's without) cached.
-        tokenizer: The transformers tokenizer whose chat template renders prompts (default:
-            the GGUF's own, converted once and cached, see `sdk.backends.embedded`).
+        tokenizer: A transformers tokenizer to render and tokenize prompts with (default:
+            the GGUF's own as llama.cpp loaded it, `LlamaTokenizer`: no second copy of the
+            vocabulary, and the model's own tokenization).
     """
 
     def __init__(
@@ -101,7 +104,7 @@ class LlamaCppModel:
         tokenizer: Any = None,
     ) -> None:
         from sdk._settings import check_int
-        from sdk.backends.embedded import load_tokenizer, resolve_gguf
+        from sdk.backends.embedded import resolve_gguf
 
         gguf = resolve_gguf(path)
         if gguf is None:
@@ -111,14 +114,22 @@ class LlamaCppModel:
         self.path = gguf
         lib = _lib()
         self._lib = lib
-        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(gguf)
         self._index: TokenizerIndex | None = None
         mparams = lib.llama_model_default_params()
         mparams.n_gpu_layers = 0
+        # No repacked copies of weights (llama.cpp's CPU_REPACK buffers): the copy comes on
+        # top of the mapped file (29 MB of Qwen2.5-0.5B's RSS) and measured no faster here,
+        # prefill or step, on SmolLM2, Qwen2.5-0.5B or Gemma-3-270M (docs/performance.md).
+        mparams.use_extra_bufts = False
         model = lib.llama_model_load_from_file(str(gguf).encode(), mparams)
         if not model:
             raise ModelLoadError(f"llama.cpp could not load {gguf}")
         self._model = model
+        self.tokenizer: Any = (
+            tokenizer
+            if tokenizer is not None
+            else gguf_tokenizer(lib, model, _vocab_of(weakref.ref(self)), str(gguf))
+        )
         self.max_batch = check_int("max_batch", max_batch, 1)
         train = int(lib.llama_model_n_ctx_train(model))
         want = check_int("n_ctx", n_ctx, 16) if n_ctx is not None else min(train, 8192)
@@ -166,6 +177,12 @@ class LlamaCppModel:
         return cls(spec, **kwargs)
 
     load = from_pretrained
+
+    def _vocab(self) -> Any:
+        """The model's `llama_vocab` (what the default tokenizer reads)."""
+        if not getattr(self, "_model", None):
+            raise ModelLoadError("this LlamaCppModel was closed")
+        return self._lib.llama_model_get_vocab(self._model)
 
     @property
     def index(self) -> TokenizerIndex:
@@ -224,6 +241,19 @@ class LlamaCppModel:
                 self.close()
         except Exception:  # noqa: BLE001, S110 - interpreter shutdown
             pass
+
+
+def _vocab_of(ref: weakref.ReferenceType[LlamaCppModel]) -> Callable[[], Any]:
+    """The model's vocabulary pointer, read through a weak reference: the tokenizer must not
+    keep the model (and its weights) alive, nor read a freed one."""
+
+    def vocab() -> Any:
+        model = ref()
+        if model is None:
+            raise ModelLoadError("the LlamaCppModel this tokenizer belongs to was freed")
+        return model._vocab()
+
+    return vocab
 
 
 class _LlamaSession:

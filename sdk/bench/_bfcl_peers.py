@@ -44,6 +44,18 @@ def _vocab_size(backend: Any) -> int:
     return int(backend.index.vocab_size)
 
 
+def _hf_tokenizer(backend: Any) -> Any:
+    """A transformers tokenizer of the backend's vocabulary, as XGrammar reads one: the
+    backend's own, or for llama.cpp's (`LlamaTokenizer`) the GGUF's converted one (the same
+    ids and token texts)."""
+    tok = backend.tokenizer
+    if getattr(tok, "backend_tokenizer", None) is not None:
+        return tok
+    from sdk.backends.embedded import load_tokenizer
+
+    return load_tokenizer(backend.path)
+
+
 class XgrammarDriver:
     """Builds XGrammar call grammars for one model and runs turns under them."""
 
@@ -52,7 +64,7 @@ class XgrammarDriver:
 
         self.xgr = xgr
         self.info = xgr.TokenizerInfo.from_huggingface(
-            backend.tokenizer, vocab_size=_vocab_size(backend)
+            _hf_tokenizer(backend), vocab_size=_vocab_size(backend)
         )
         self.compiler = xgr.GrammarCompiler(self.info, max_threads=1)
         self.stop_ids = set(self.info.stop_token_ids) | set(backend.index.eos_ids)

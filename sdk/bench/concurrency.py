@@ -139,7 +139,7 @@ def _models(args: argparse.Namespace, sizes: list[int]) -> tuple[Any, Any] | Non
         from sdk.backends.llamacpp import LlamaCppModel
 
         base: Any = LlamaCppModel(args.model, max_batch=1)
-        batched: Any = LlamaCppModel(args.model, max_batch=max(sizes), tokenizer=base.tokenizer)
+        batched: Any = LlamaCppModel(args.model, max_batch=max(sizes))
     else:
         from sdk.backends.transformers import TransformersModel
 
