@@ -96,6 +96,33 @@ def test_the_budget_bounds_all_tables_together(smollm2_index: Any, restore_budge
     assert sum(b for _, b in caches.usage().values()) <= 256 << 10
 
 
+def test_grammar_runtimes_memos_answer_to_the_budget(
+    smollm2_index: Any, restore_budget: None
+) -> None:
+    """A runtime's memo dicts live as long as its grammar, outside the tables: when a new
+    grammar's runtime is made, the oldest ones' memos are emptied until all fit their share
+    of the budget, and masks come out the same after."""
+    from sdk.engine._owner import OWNER
+
+    def memo(grammar: CompiledGrammar) -> int:
+        return sum(rt.memo_entries() for rt in OWNER.runtimes[grammar].values())
+
+    first = CompiledGrammar.from_schema(SCHEMA)
+    masks = _masks(smollm2_index, first)
+    filled = memo(first)
+    assert filled > 0
+    caches.set_budget(filled * 400 // 2)  # room for half of the first grammar's memos
+    second = CompiledGrammar.from_schema(dict(SCHEMA, required=["city"]))
+    Matcher(second, smollm2_index)
+    assert memo(first) == 0
+    again = _masks(smollm2_index, first)
+    assert all(np.array_equal(a, b) for a, b in zip(again, masks, strict=True))
+    caches.set_budget(1 << 30)
+    third = CompiledGrammar.from_schema(dict(SCHEMA, required=["days"]))
+    Matcher(third, smollm2_index)
+    assert memo(first) > 0  # within the budget: kept
+
+
 def test_a_full_table_drops_its_oldest_entries_not_all(restore_budget: None) -> None:
     """Over its cap a table keeps its newest half; over the budget the largest table drops
     its oldest entries until the total fits with room to spare. Emptying a whole table made

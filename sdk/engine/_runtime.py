@@ -53,6 +53,18 @@ State = int  # an interned set of configurations (`Runtime.intern`); 0 is the em
 Configs = tuple[Config, ...]  # a state's configurations, sorted
 
 MAX_CACHE = 100_000
+#: The runtime's memo dicts: recomputable from the interned tables, each already emptied
+#: whenever it outgrows `MAX_CACHE` (`Runtime.clear_memos`).
+_MEMOS = (
+    "_expand",
+    "_completions",
+    "_first_bytes",
+    "_step",
+    "_token_step",
+    "_after",
+    "_follow",
+    "_has_token",
+)
 #: Per (grammar, vocabulary) and per kind. A mask recomputed is an OR of cached walks; with
 #: 64 MiB one big schema held 77 MB of masks on top of the full shared tables (the run's
 #: peak), and 16 MiB gave the same mask times on the dev MaskBench run.
@@ -164,6 +176,18 @@ class Runtime:
         self._accepting: dict[State, bool] = {}
         self._has_token: dict[State, bool] = {}
         self._first_bytes: dict[int, int] = {}
+
+    def memo_entries(self) -> int:
+        """Entries in the memo dicts (~100 bytes each): what this runtime holds beyond its
+        tables, outside the cache budget's tables."""
+        return sum(len(getattr(self, name)) for name in _MEMOS)
+
+    def clear_memos(self) -> int:
+        """Empty the memo dicts (they refill as masks are asked for); the entries freed."""
+        freed = self.memo_entries()
+        for name in _MEMOS:
+            getattr(self, name).clear()
+        return freed
 
     # ------------------------------------------------------------ parser side
 

@@ -32,7 +32,27 @@ def _runtime(grammar: CompiledGrammar, index: Any) -> Runtime:
         if rt is None or rt.vocab is not vocab:
             rt = Runtime(grammar, vocab)
             per_vocab[id(vocab)] = rt
+            _bound_memos()
         return rt
+
+
+#: Memo entries all live runtimes may hold together, per byte of the cache budget: a
+#: quarter of it at ~100 bytes an entry (64 MB at the default 256 MiB).
+_MEMO_ENTRIES_PER_BYTE = 1 / 400
+
+
+def _bound_memos() -> None:
+    """Empty the oldest grammars' runtime memos until all together fit their share of the
+    budget. Each runtime caps its own memos, but a runtime lives as long as its grammar, and
+    the turn-grammar table keeps hundreds: at 152k tokens one runtime's step memo reached
+    2 MB in one BFCL call, and fifty tool sets added 100 MB nothing counted."""
+    limit = int(OWNER.caches.budget * _MEMO_ENTRIES_PER_BYTE)
+    runtimes = [rt for per_vocab in list(OWNER.runtimes.values()) for rt in per_vocab.values()]
+    total = sum(rt.memo_entries() for rt in runtimes)
+    for rt in runtimes:  # oldest grammar first
+        if total <= limit:
+            break
+        total -= rt.clear_memos()
 
 
 class Matcher:
