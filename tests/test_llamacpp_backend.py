@@ -61,6 +61,16 @@ def test_the_tokenizers_ids_spell_the_text_in_the_index(llama: LlamaCppModel, te
     assert llama.n_vocab == len(llama.tokenizer) == llama.index.vocab_size
 
 
+@pytest.mark.parametrize("text", [*_TEXTS, "x =  12,\t 345", "a  1\n   22   333"])
+def test_both_backends_tokenize_as_the_model_does(llama: LlamaCppModel, text: str) -> None:
+    """The transformers backend's tokenizer (the GGUF converted) gives llama.cpp's ids: the
+    conversion drops SmolLM2's digit split, which the SDK puts back (`"  1"` is `ĠĠ` `1`)."""
+    from sdk.backends.embedded import load_tokenizer
+
+    converted = load_tokenizer("smollm2")
+    assert converted.encode(text, add_special_tokens=False) == llama.tokenizer.encode(text)
+
+
 def test_special_tokens_are_parsed_in_prompts_and_carry_no_bytes(llama: LlamaCppModel) -> None:
     tok = llama.tokenizer
     ids = tok.encode("<|im_start|>user\nhi<|im_end|>")

@@ -263,11 +263,36 @@ def _load_gguf_tokenizer(gguf: Path) -> PreTrainedTokenizerBase:
         tok = _auto_tokenizer().from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     except Exception as exc:
         raise TokenizerError(f"cannot convert the tokenizer of {gguf}: {exc}") from exc
+    _restore_pre_tokenizer(tok, gguf)
     _save_atomically(cached, lambda d: _save_backend(tok, d))
     return tok
 
 
-_TOKENIZER_CACHE = "b1"  # the layout of a cached converted tokenizer (older ones: converted again)
+#: the layout of a cached converted tokenizer (older ones: converted again)
+_TOKENIZER_CACHE = "b2"
+
+
+def _restore_pre_tokenizer(tok: Any, gguf: Path) -> None:
+    """Put back the digit split transformers' conversion drops.
+
+    The GGUF names its pre-tokenizer (`tokenizer.ggml.pre`). For "smollm" (SmolLM and
+    SmolLM2) llama.cpp splits every digit off before the byte-level split, as the model's own
+    tokenizer does, and the conversion does not: `"  1"` became `Ġ` `Ġ` `1`, not `ĠĠ` `1`.
+    """
+    try:
+        from gguf import GGUFReader
+
+        field = GGUFReader(str(gguf)).fields.get("tokenizer.ggml.pre")
+        pre = bytes(field.parts[field.data[0]]).decode() if field is not None else None
+    except Exception:  # noqa: BLE001 - unreadable metadata: leave the conversion as it is
+        return
+    if pre != "smollm":
+        return
+    from tokenizers import pre_tokenizers
+
+    backend = tok.backend_tokenizer
+    split = pre_tokenizers.Digits(individual_digits=True)
+    backend.pre_tokenizer = pre_tokenizers.Sequence([split, backend.pre_tokenizer])
 
 
 def _save_backend(tok: Any, folder: Path) -> None:
