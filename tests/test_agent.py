@@ -391,6 +391,31 @@ def test_other_tokenizer_without_template(gemma3_tokenizer: Any) -> None:
     assert "Be brief." in m.prompts[0] and "<tools>" in m.prompts[0]
 
 
+def test_a_built_in_template_reads_the_vocabulary_once(gemma3_tokenizer: Any) -> None:
+    """Choosing the built-in template looks for `<start_of_turn>` in the vocabulary: 262k
+    entries as a dict, once per tokenizer, not once per prompt."""
+    from sdk.backends.chat_template import render_prompt
+    from sdk.decoding import TurnRequest
+
+    class Counting:
+        chat_template = None
+
+        def __init__(self) -> None:
+            self.reads = 0
+
+        def get_vocab(self) -> dict[str, int]:
+            self.reads += 1
+            return dict(gemma3_tokenizer.get_vocab())
+
+        def apply_chat_template(self, *args: Any, **kwargs: Any) -> Any:
+            return gemma3_tokenizer.apply_chat_template(*args, **kwargs)
+
+    tok = Counting()
+    prompts = [render_prompt(tok, TurnRequest([Message.user(q)], [])) for q in ("a", "b", "c")]
+    assert tok.reads == 1
+    assert all(p.startswith("<bos><start_of_turn>user\n") for p in prompts)
+
+
 # =============================================================================== real model
 
 

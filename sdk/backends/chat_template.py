@@ -72,6 +72,13 @@ def chat_template(tokenizer: Any) -> str | None:
     vocabulary has `<start_of_turn>`, ChatML otherwise. None: use the tokenizer's."""
     if getattr(tokenizer, "chat_template", None):
         return None
+    return _builtin_template(tokenizer)
+
+
+@per_object
+def _builtin_template(tokenizer: Any) -> str:
+    # Once per tokenizer: the vocabulary as a dict is 262k entries for Gemma-3, and building
+    # it took 0.26-0.38 s of every prompt's rendering.
     vocab = tokenizer.get_vocab()
     return _GEMMA_TEMPLATE if "<start_of_turn>" in vocab else _CHATML_TEMPLATE
 
