@@ -15,9 +15,8 @@ llama.cpp's pieces, which are the bytes each token adds to the text.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from sdk.errors import TokenizerError
@@ -131,9 +130,6 @@ class LlamaTokenizer:
         """Token text (the vocabulary's own spelling, `Ġ`/`▁` included) to id."""
         return {self._text(i): i for i in range(self._n)}
 
-    def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]:
-        return [self._text(int(i)) for i in ids]
-
     def _text(self, tid: int) -> str:
         raw = self._lib.llama_vocab_get_text(self._vocab(), tid)
         return raw.decode("utf-8", "surrogateescape") if raw else ""
@@ -192,15 +188,8 @@ class LlamaTokenizer:
             if self._index is None:
                 special = frozenset(self.all_special_ids)
                 pieces = [b"" if i in special else self._piece(i, False) for i in range(self._n)]
-                h = hashlib.sha256(b"sdk-llama-index-v1\0")
-                h.update(repr([len(p) for p in pieces]).encode())
-                h.update(b"".join(pieces))
-                h.update(repr((sorted(self._eog), sorted(special))).encode())
                 self._index = TokenizerIndex.from_token_bytes(
-                    pieces,
-                    eos_ids=self._eog,
-                    special_ids=special,
-                    fingerprint="llama-" + h.hexdigest()[:32],
+                    pieces, eos_ids=self._eog, special_ids=special
                 )
             return self._index
 
