@@ -295,10 +295,11 @@ def test_a_sequences_logits_do_not_depend_on_its_batch() -> None:
 
 def test_concurrent_runs_share_decodes_and_the_prompt_prefix() -> None:
     """Eight runs gathered with asyncio: one `llama_decode` serves several of them, the
-    system prompt and tools are evaluated once, and every run ends with its call and answer.
-    (Greedy tokens can still differ from a run alone after a near tie: where a sequence's
-    cells lie in the shared cache sets the order flash attention sums them in.)"""
-    model = LlamaCppModel(smollm2_gguf_path(), n_ctx=4096, n_threads=1, max_batch=8)
+    system prompt and tools are evaluated once, and every run ends with its call and answer;
+    reproducible, each writes what it writes alone."""
+    model = LlamaCppModel(
+        smollm2_gguf_path(), n_ctx=4096, n_threads=1, max_batch=8, reproducible=True
+    )
     agent = Agent(model, tools=[get_weather], tool_choice=["required", "none"], max_tokens=48)
     questions = [f"What's the weather in {c}?" for c in CITIES]
     sizes: list[int] = []
@@ -320,3 +321,63 @@ def test_concurrent_runs_share_decodes_and_the_prompt_prefix() -> None:
         assert calls and calls[0].name == "get_weather"
         assert isinstance(result.output, str) and result.output.strip()
     assert sum(r.usage.cached_prompt_tokens > 0 for r in results) >= 7  # the shared prefix
+    # Reproducible: each run writes what it writes alone, one at a time, in another process's
+    # worth of cache history (a model of its own, runs in reverse order).
+    alone = LlamaCppModel(
+        smollm2_gguf_path(), n_ctx=4096, n_threads=1, max_batch=1, reproducible=True
+    )
+    solo = Agent(alone, tools=[get_weather], tool_choice=["required", "none"], max_tokens=48)
+    for question, result in reversed(list(zip(questions, results, strict=True))):
+        assert solo.run_sync(question).output == result.output
+
+
+def test_a_turns_logits_do_not_depend_on_what_ran_before() -> None:
+    """Reproducible mode: a turn computes the same logits in a fresh context and
+    in one whose history split its prompt elsewhere (a cached prefix) and freed cells below
+    its own while it ran (a slot taken over by another turn). No decode holds 64 tokens.
+    (With prompts in one decode and no compaction, SmolLM2's logits here moved by up to 1.0.)"""
+    model = LlamaCppModel(
+        smollm2_gguf_path(), n_ctx=2048, n_threads=1, max_batch=2, reproducible=True
+    )
+    context = model._context
+    assert context is not None
+
+    def ids(text: str) -> list[int]:
+        return list(model.tokenizer.encode(text, add_special_tokens=False))
+
+    def prefilled(prompt: list[int]) -> tuple[_LlamaSession, list[Any]]:
+        turn = _LlamaSession(context, prompt)
+        return turn, [turn.prefill()]
+
+    def steps(turn: _LlamaSession, rows: list[Any], n: int = 6) -> list[Any]:
+        for _ in range(n):
+            rows.append(turn.feed([int(rows[-1].argmax())]))
+        return rows
+
+    story = " ".join(f"{c} is a city where the weather changes often." for c in CITIES)
+    prompt = ids(f"Here are some notes.\n{story}\nQuestion: which city comes first?")
+    others = [ids(f"{c}: {story[: 60 * (4 - k)]}") for k, c in enumerate(CITIES[:4])]
+    turn, rows = prefilled(prompt)
+    want = steps(turn, rows)
+    turn.close()
+
+    sizes: list[int] = []
+    decode_rows = context._decode_rows
+
+    def counted(rows: Any) -> None:
+        sizes.append(sum(r[2] for r in rows))
+        decode_rows(rows)
+
+    context._decode_rows = counted  # type: ignore[method-assign]
+    context.clear()
+    for other in others[:3]:  # three slots hold other prompts, lowest in the pool
+        prefilled(other)[0].close()
+    prefilled(prompt[:50])[0].close()
+    turn, got = prefilled(prompt)
+    assert turn.cached_tokens == 50  # the prompt split where the cached prefix ends
+    taker, _ = prefilled(others[3])  # takes the least recent slot: cells freed below the turn's
+    steps(turn, got)
+    taker.close()
+    turn.close()
+    assert 0 < max(sizes) < 64
+    assert [float(np.abs(a - b).max()) for a, b in zip(want, got, strict=True)] == [0.0] * 7

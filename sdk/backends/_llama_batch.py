@@ -7,19 +7,30 @@ every queued request (other turns' steps, prompts, forced runs) into batches, ru
 hands each turn the logits after its last token (group commit: no scheduler thread, and a turn
 alone pays nothing).
 
-What a batch holds must not change what a sequence computes, and llama.cpp's CPU kernels take
-other paths by the batch's size: a lone token (matrix-vector products; attention split over
-512 cells or more), and 64 tokens or more (flash attention's tiled kernel, `GGML_FA_TILE_Q`),
-each differing from the rest by float rounding (logits up to ~0.6 apart, enough to flip a
-greedy token). So a lone token is padded with a throwaway one (`_pad`), and short requests
-(under `TILE` tokens: steps, forced runs) are batched only with each other, under `TILE` in
-all, long ones (prompts) only with long ones: a request takes the path it takes alone.
-Flash attention's per-token kernel skips the cells a token may not see, so for short requests
-where other sequences' cells lie does not matter either, as long as a sequence's own cells keep
-their order (cells freed between two of its tokens can be refilled out of order). The tiled
-kernel sums cells in tiles of 64 by their place in the cache, so a prompt's logits can move by
-rounding with where its cells landed; prompts under 64 tokens per decode would avoid that at
-17 % of Qwen2.5-0.5B's prefill speed, which was not worth it.
+What a batch holds must not change what a sequence computes, nor may what ran before: greedy
+text that depends on the process's history is not the model's. llama.cpp's CPU kernels take
+other paths by the batch's size, each differing from the rest by float rounding (logits up to
+~1.2 apart on Gemma-3, 0.3 on Qwen2.5, 0.8 on SmolLM2: enough to flip a greedy token):
+
+- a lone token (matrix-vector products; attention split over 512 cells or more): it is padded
+  with a throwaway token on a sequence of its own (`_pad`);
+- 64 tokens or more (`TILE`: flash attention's tiled kernel), which sums cells in tiles of 64
+  by their place in the cache, so a prompt's logits move with where its cells landed and with
+  how the prompt was split between what the cache held and what was new. In reproducible mode
+  (`LlamaCppModel(reproducible=True)`) no decode holds that many tokens: prompts go in parts
+  of at most `TILE - 1`, about a fifth slower (docs/performance.md). Otherwise short requests
+  are batched only with each other and long ones (prompts) only with long ones, so steps and
+  forced runs compute what they would alone, and prompts are fast.
+
+Between 2 and 63 tokens, a token's logits are the same whatever else the batch holds and
+however the prompt was cut: flash attention's per-token kernel skips the cells a token may not
+see. It does sum the visible ones in their order in the cache, so a sequence's cells must lie
+in the order of their positions. llama.cpp puts new cells in the first free ones from its head,
+which moves down to any cell freed below; the context mirrors the pool's layout (`_Cells`) and,
+where a freed cell lies below a used one, compacts the pool before the next decode (the whole
+cache written out and read back, in order, from cell 0: a copy of the used cells, 13 ms for
+660 cells of Qwen2.5-0.5B). So in reproducible mode a sequence's logits depend only on its
+tokens, whatever ran before or beside it.
 
 The KV cache is unified (one pool of `n_ctx` cells): a finished turn's slot keeps its cells, and
 a new turn's prompt starts from the longest prefix any slot holds (`llama_memory_seq_cp` shares
@@ -37,13 +48,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sdk.backends._llama_cells import Cells
 from sdk.errors import ContextLengthError, LocalModelError
 
 __all__ = ["MIN_SLOTS", "TILE", "UBATCH", "LlamaContext", "Slot"]
 
 #: The most tokens one `llama_decode` takes (longer prompts are split into near-equal parts).
 UBATCH = 512
-#: Requests this long or longer run in flash attention's tiled kernel; see the module's doc.
+#: Decodes this long or longer run in flash attention's tiled kernel; see the module's doc.
 TILE = 64
 #: How long the decoding thread waits for the other running turns' next steps before it
 #: decodes without them (they are masking and sampling: well under a millisecond each).
@@ -82,13 +94,26 @@ class LlamaContext:
     """A llama.cpp context, its batch buffer and its slots; every C call on the context runs
     under `_exec`."""
 
-    def __init__(self, lib: Any, ctx: Any, n_vocab: int, slots: int, running: int) -> None:
+    def __init__(
+        self,
+        lib: Any,
+        ctx: Any,
+        n_vocab: int,
+        slots: int,
+        running: int,
+        *,
+        reproducible: bool = False,
+    ) -> None:
         self._lib = lib
         self._ctx = ctx
         self._mem = lib.llama_get_memory(ctx)
         self.n_ctx = int(lib.llama_n_ctx(ctx))
         self.n_vocab = n_vocab
         self.n_batch = n_batch = UBATCH
+        # Reproducible: no decode reaches the tiled kernel, and each sequence's cells stay in
+        # the order of their positions.
+        self.span = TILE - 1 if reproducible else n_batch
+        self._cells: Cells | None = Cells() if reproducible else None
         self._batch = lib.llama_batch_init(n_batch + 1, 0, slots + 1)
         for i in range(n_batch + 1):
             self._batch.n_seq_id[i] = 1
@@ -127,11 +152,13 @@ class LlamaContext:
             shared = min(_common(source.ids, prompt), limit)
             mem, lib = self._mem, self._lib
             if source is not slot and shared > n:
-                lib.llama_memory_seq_rm(mem, slot.seq, 0, -1)
+                self._rm(slot.seq, 0)
                 lib.llama_memory_seq_cp(mem, source.seq, slot.seq, 0, shared)
+                if self._cells is not None:
+                    self._cells.copy(source.seq, slot.seq, 0, shared)
                 n = shared
             else:
-                lib.llama_memory_seq_rm(mem, slot.seq, n, -1)
+                self._rm(slot.seq, n)
             slot.ids = list(prompt[:n])
         return slot, n
 
@@ -150,8 +177,14 @@ class LlamaContext:
     def cut(self, slot: Slot, keep: int) -> None:
         """Forget the slot's tokens from position `keep` on."""
         with self._exec:
-            self._lib.llama_memory_seq_rm(self._mem, slot.seq, keep, -1)
+            self._rm(slot.seq, keep)
             del slot.ids[keep:]
+
+    def _rm(self, seq: int, p0: int) -> None:
+        """The sequence's cells from position `p0` on are freed (under `_exec`)."""
+        self._lib.llama_memory_seq_rm(self._mem, seq, p0, -1)
+        if self._cells is not None:
+            self._cells.remove(seq, p0)
 
     def give_back(self, slot: Slot) -> None:
         with self._cond:
@@ -212,7 +245,7 @@ class LlamaContext:
         long ones (see the module's doc); each request gets the logits after its last token,
         or the error that stopped it."""
         try:
-            for batch in _batches(requests, self.n_batch):
+            for batch in _batches(requests, self.n_batch, self.span):
                 self._decode_rows(batch)
         except Exception as exc:  # noqa: BLE001 - each waiting turn raises it
             for request in requests:
@@ -246,9 +279,12 @@ class LlamaContext:
             batch.n_tokens = n + padded
             try:
                 self._decode_or_evict()
+                if self._cells is not None:  # on top, in the batch's order
+                    for i in range(n + padded):
+                        self._cells.add(batch.seq_id[i][0], batch.pos[i])
             finally:
                 if padded:
-                    lib.llama_memory_seq_rm(self._mem, self._scratch, 0, -1)
+                    self._rm(self._scratch, 0)
             for request, at, take in rows:
                 request.slot.ids.extend(request.ids[at : at + take])
                 if at + take == len(request.ids):
@@ -283,6 +319,8 @@ class LlamaContext:
         recently used first) and the batch tried again."""
         lib = self._lib
         while True:
+            if self._cells is not None and self._cells.holes:
+                self._cells.compact(lib, self._ctx)
             rc = lib.llama_decode(self._ctx, self._batch)
             if rc == 0:
                 return
@@ -293,21 +331,23 @@ class LlamaContext:
                     f"llama_decode failed ({why}) with {self.active} running turns: raise "
                     "n_ctx or lower max_batch"
                 )
-            lib.llama_memory_seq_rm(self._mem, idle[0].seq, 0, -1)
+            self._rm(idle[0].seq, 0)
             idle[0].ids = []
 
     def clear(self) -> None:
-        """Forget every idle slot's cells, as a new context would have none (tests that
-        compare greedy text run from the same cache state: where a prompt's cells lie moves
-        its logits by rounding, see the module's doc). Busy slots keep theirs."""
+        """Forget every idle slot's cells, as a new context would have none (outside
+        reproducible mode, where a prompt's cells lie moves its logits by rounding: see the
+        module's doc). Busy slots keep theirs."""
         with self._cond, self._exec:
             if any(s.busy for s in self.slots):
                 for slot in self.slots:
                     if not slot.busy:
-                        self._lib.llama_memory_seq_rm(self._mem, slot.seq, 0, -1)
+                        self._rm(slot.seq, 0)
                         slot.ids = []
                 return
             self._lib.llama_memory_clear(self._mem, True)
+            if self._cells is not None:
+                self._cells.clear()
             for slot in self.slots:
                 slot.ids = []
 
@@ -318,11 +358,16 @@ class LlamaContext:
                 self._batch = None
 
 
-def _batches(requests: list[_Request], n_batch: int) -> list[list[tuple[_Request, int, int]]]:
-    """The decodes that run `requests`: lists of (request, offset, tokens). Short requests
-    (under `TILE` tokens) go whole into decodes of under `TILE` tokens; long ones are cut into
-    near-equal parts of at most `n_batch` (each at least `TILE` long) packed into decodes of
-    at most `n_batch`."""
+def _batches(
+    requests: list[_Request], n_batch: int, span: int | None = None
+) -> list[list[tuple[_Request, int, int]]]:
+    """The decodes that run `requests`: lists of (request, offset, tokens). With `span` under
+    `TILE` (reproducible), every request goes in parts into decodes of at most `span` tokens,
+    short requests first. Otherwise short requests (under `TILE` tokens) go whole into decodes
+    of under `TILE` tokens; long ones are cut into near-equal parts of at most `n_batch` (each
+    at least `TILE` long) packed into decodes of at most `n_batch`."""
+    if span is not None and span < TILE:
+        return _packed(sorted(requests, key=lambda r: len(r.ids) >= TILE), span)
     out: list[list[tuple[_Request, int, int]]] = []
     short = [r for r in requests if len(r.ids) < TILE]
     long = [r for r in requests if len(r.ids) >= TILE]
@@ -349,6 +394,26 @@ def _batches(requests: list[_Request], n_batch: int) -> list[list[tuple[_Request
             rows.append((request, at, size))
             used += size
             at += size
+    if rows:
+        out.append(rows)
+    return out
+
+
+def _packed(requests: list[_Request], span: int) -> list[list[tuple[_Request, int, int]]]:
+    """The requests' tokens in order, in decodes of `span` tokens (the last one shorter)."""
+    out: list[list[tuple[_Request, int, int]]] = []
+    rows: list[tuple[_Request, int, int]] = []
+    used = 0
+    for request in requests:
+        at, total = 0, len(request.ids)
+        while at < total:
+            take = min(total - at, span - used)
+            rows.append((request, at, take))
+            used += take
+            at += take
+            if used == span:
+                out.append(rows)
+                rows, used = [], 0
     if rows:
         out.append(rows)
     return out

@@ -91,6 +91,16 @@ class LlamaCppModel:
         tokenizer: A transformers tokenizer to render and tokenize prompts with (default:
             the GGUF's own as llama.cpp loaded it, `LlamaTokenizer`: no second copy of the
             vocabulary, and the model's own tokenization).
+        reproducible: Make a turn's logits depend only on its tokens, not on what ran
+            before it or beside it (cached prefixes, other runs sharing its decodes): prompts
+            decode in parts of at most 63 tokens and the KV cache keeps each sequence's cells
+            in order (`sdk.backends._llama_batch`). It costs about a fifth of prefill speed.
+            Off (the default), prompts decode up to 512 tokens at once and float rounding
+            moves with the cache's history, enough to flip a greedy token at a near tie.
+            Sliding-window models (Gemma-3) keep their window's cells in a full-size pool
+            when it is on (llama.cpp's `swa_full`), paid in memory as cells fill; the promise
+            holds while each sequence fits the window (512 tokens on Gemma-3-270M): beyond
+            it, llama.cpp reuses cells that left the window in its own order.
     """
 
     def __init__(
@@ -102,6 +112,7 @@ class LlamaCppModel:
         n_threads_batch: int | None = None,
         max_batch: int = 8,
         tokenizer: Any = None,
+        reproducible: bool = False,
     ) -> None:
         from sdk._settings import check_int
         from sdk.backends.embedded import resolve_gguf
@@ -151,6 +162,10 @@ class LlamaCppModel:
             check_int("n_threads_batch", n_threads_batch, 1) if n_threads_batch else cores
         )
         cparams.no_perf = True
+        self.reproducible = bool(reproducible)
+        # A sliding-window pool of its own size reuses cells as they leave the window, out of
+        # order; full-size, it fills like the main pool (`_llama_cells`).
+        cparams.swa_full = self.reproducible
         ctx = lib.llama_init_from_model(model, cparams)
         if not ctx:
             lib.llama_model_free(model)
@@ -160,7 +175,12 @@ class LlamaCppModel:
         vocab = lib.llama_model_get_vocab(model)
         self.n_vocab = int(lib.llama_vocab_n_tokens(vocab))
         self._context: LlamaContext | None = LlamaContext(
-            lib, ctx, self.n_vocab, slots, self.max_batch
+            lib,
+            ctx,
+            self.n_vocab,
+            slots,
+            self.max_batch,
+            reproducible=self.reproducible,
         )
         self.n_ctx = int(lib.llama_n_ctx(ctx))
 

@@ -12,6 +12,8 @@ scored the same way (parsed: a call of an offered function; valid: its arguments
 correct: BFCL's AST match). The backends:
 
 - llama.cpp: `LlamaCppModel(path)`, the quantized GGUF run in process under our masks;
+- llama.cpp-reproducible (run when named): `LlamaCppModel(path, reproducible=True)`, logits
+  that do not depend on the cache's history, prompts in decodes of under 64 tokens;
 - transformers: `TransformersModel.from_pretrained(path)` (the GGUF de-quantized to float32);
 - server: `python -m llama_cpp.server --model PATH --n_ctx N` on a free loopback port, driven
   by `OpenAIChatModel(url, constraint="gbnf")`: our turn grammar sent as GBNF, llama.cpp's
@@ -62,7 +64,8 @@ from typing import Any
 from ._stats import peak_rss_mb, pyplot_or_note
 from .bfcl import DATA_ENV, Outcome, data_dir
 
-BACKENDS = ("llama.cpp", "transformers", "server")
+BACKENDS = ("llama.cpp", "transformers", "server", "llama.cpp-reproducible")
+DEFAULT_BACKENDS = BACKENDS[:3]
 SERVER_TIMEOUT_S = 180.0  # the server's start: interpreter, FastAPI, the model
 
 
@@ -322,11 +325,15 @@ def llama_server(
 def load_local(spec: Mapping[str, Any]) -> Any:
     """The in-process backend the spec names, loaded."""
     threads = spec.get("threads")
-    if spec["backend"] == "llama.cpp":
+    if spec["backend"] in ("llama.cpp", "llama.cpp-reproducible"):
         from sdk.backends.llamacpp import LlamaCppModel
 
         return LlamaCppModel(
-            spec["model"], n_ctx=spec["n_ctx"], n_threads=threads, n_threads_batch=threads
+            spec["model"],
+            n_ctx=spec["n_ctx"],
+            n_threads=threads,
+            n_threads_batch=threads,
+            reproducible=spec["backend"] == "llama.cpp-reproducible",
         )
     from sdk.backends.transformers import TransformersModel
 
@@ -462,7 +469,7 @@ def run_backend(spec: Mapping[str, Any]) -> dict[str, Any]:
         speed = measure_speed(model, spec) if spec.get("speed", True) else {}
         rows = run_items(model, spec)
         rss = peak_rss_mb()  # before llama.cpp's own `Llama` loads a second copy
-        if spec.get("speed", True) and spec["backend"] == "llama.cpp":
+        if spec.get("speed", True) and spec["backend"].startswith("llama.cpp"):
             speed["own_step_ms"] = own_llama_step_ms(spec, speed.pop("prompt"))
         speed.pop("prompt", None)
         return {"load_s": round(load_s, 3), "peak_rss_mb": rss, "speed": speed, "rows": rows}
@@ -540,7 +547,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--backends", type=_backends, default=list(BACKENDS), help="in order")
+    parser.add_argument(
+        "--backends", type=_backends, default=list(DEFAULT_BACKENDS), help="in order"
+    )
     parser.add_argument("--data", help=f"the BFCL v4 dev split's folder (default ${DATA_ENV})")
     parser.add_argument("--n", type=int, default=50, help="questions (default 50)")
     parser.add_argument("--offset", type=int, default=0, help="skip this many questions first")

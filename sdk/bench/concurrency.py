@@ -8,7 +8,8 @@ the largest wave. Printed per wave size: wall time, calls per second, per-run la
 p50/p95, the speed-up, whether every run's output is identical in both modes, and the KV
 memory a row adds. `--soak N` then runs N more runs in waves and reports memory before and
 after (it must not grow with N). `--backend llama.cpp`: the same with two `LlamaCppModel`s over
-the one GGUF (`max_batch=1` and the largest wave; each its own context and KV cells).
+the one GGUF (`max_batch=1` and the largest wave; each its own context and KV cells;
+`--reproducible` for logits that do not depend on the cache's history).
 """
 
 from __future__ import annotations
@@ -129,6 +130,11 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         choices=("transformers", "llama.cpp"),
         help="the local backend (llama.cpp: two contexts over one mmapped GGUF)",
     )
+    ap.add_argument(
+        "--reproducible",
+        action="store_true",
+        help="llama.cpp: LlamaCppModel(reproducible=True), logits free of the cache's history",
+    )
     return ap.parse_args(argv)
 
 
@@ -138,8 +144,9 @@ def _models(args: argparse.Namespace, sizes: list[int]) -> tuple[Any, Any] | Non
     if args.backend == "llama.cpp":
         from sdk.backends.llamacpp import LlamaCppModel
 
-        base: Any = LlamaCppModel(args.model, max_batch=1)
-        batched: Any = LlamaCppModel(args.model, max_batch=max(sizes))
+        same = args.reproducible
+        base: Any = LlamaCppModel(args.model, max_batch=1, reproducible=same)
+        batched: Any = LlamaCppModel(args.model, max_batch=max(sizes), reproducible=same)
     else:
         from sdk.backends.transformers import TransformersModel
 
