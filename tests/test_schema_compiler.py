@@ -80,6 +80,36 @@ def test_closed_objects_and_close_objects_option() -> None:
     )
 
 
+def test_close_objects_closes_the_whole_object_not_each_part() -> None:
+    """Tool arguments and typed outputs compile with `close_objects`: an object that declares
+    members takes no others. Its members may be declared in parts (`allOf` branches, a `$ref`
+    and its siblings): closed one by one, each part would forbid the others' members (the
+    grammar was `{}` alone, or no grammar). Closing applies to the object they make together;
+    an `additionalProperties` the schema does say keeps its standard meaning."""
+    base = {"properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    extra = {"properties": {"b": {"type": "string"}}}
+    for schema, both in (  # members in the merged declaration order
+        ({"type": "object", "allOf": [base, extra]}, {"a": 1, "b": "x"}),
+        ({"type": "object", **extra, "allOf": [base]}, {"b": "x", "a": 1}),
+        ({"$defs": {"Base": base}, "$ref": "#/$defs/Base", **extra}, {"a": 1, "b": "x"}),
+    ):
+        check(
+            schema,
+            [{"a": 1}, both],
+            [{}, {"b": "x"}, {"a": 1, "c": 1}, {**both, "c": None}],
+            close_objects=True,
+        )
+    said = {"allOf": [{**base, "additionalProperties": False}, extra], "type": "object"}
+    check(said, [{"a": 1}], [{"a": 1, "b": "x"}, {"a": 1, "c": 1}], close_objects=True)
+    # A required member no part declares is a member of the object, not a contradiction.
+    check(
+        {"type": "object", **extra, "required": ["c"]},
+        [{"c": 1}, {"b": "x", "c": [1]}],
+        [{}, {"b": "x"}, {"c": 1, "d": 2}],
+        close_objects=True,
+    )
+
+
 def test_additional_properties_schema_and_pattern_properties() -> None:
     schema = {
         "type": "object",

@@ -515,7 +515,7 @@ class Emitter:
 
     def extras(self, o: Obj, name: str) -> E | None:
         """Members beyond the declared ones: patternProperties, then additionalProperties."""
-        if self.gemma and (o.patterns or o.additional != NEVER_NODE):
+        if self.gemma and (o.patterns or o.extra != NEVER_NODE):
             raise SchemaError(
                 "members beyond the declared properties have no FunctionGemma form (bare keys)",
                 o.pointer,
@@ -532,7 +532,7 @@ class Emitter:
             k = self.leaves.key(declared, p, [], o.names, o.pointer)
             if k is not None:
                 parts.append(seq([self.term(k, f"{name}_pattern_key"), sym("COLON"), ve]))
-        ve = self.expr(o.additional, f"{name}_value")
+        ve = self.expr(o.extra, f"{name}_value")
         if ve is not None:
             k = self.leaves.key(declared, None, [p for p, _ in o.patterns], o.names, o.pointer)
             if k is not None:

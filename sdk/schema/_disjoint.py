@@ -71,7 +71,7 @@ def _obj_disjoint(a: Obj, b: Obj, defs: Definitions, depth: int) -> bool:
     for name in a.required:
         if name in pb and is_never(pb[name]):
             return True
-        if name not in pb and is_never(b.additional) and not b.patterns:
+        if name not in pb and is_never(b.extra) and not b.patterns:
             return True
         if (
             name in b.required
@@ -83,6 +83,6 @@ def _obj_disjoint(a: Obj, b: Obj, defs: Definitions, depth: int) -> bool:
     for name in b.required:
         if name in pa and is_never(pa[name]):
             return True
-        if name not in pa and is_never(a.additional) and not a.patterns:
+        if name not in pa and is_never(a.extra) and not a.patterns:
             return True
     return False

@@ -320,12 +320,13 @@ class Lowerer:
         for p, sub in s.get("patternProperties", {}).items():
             kw.compile_pattern(p, _pointer.join(ptr, "patternProperties", p))
             patterns.append((p, self.lower(sub, _pointer.join(ptr, "patternProperties", p))))
+        implicit = self.close_objects and "additionalProperties" not in s
         if "additionalProperties" in s:
             additional = self.lower(
                 s["additionalProperties"], _pointer.join(ptr, "additionalProperties")
             )
         else:
-            additional = NEVER if self.close_objects and "properties" in s else ANY
+            additional = ANY
         if "unevaluatedProperties" in s and s["unevaluatedProperties"] is not True:
             if "additionalProperties" in s or any(k in s for k in _APPLICATORS):
                 self.usage.validate("unevaluatedProperties", ptr, "depends on applicators")
@@ -333,6 +334,7 @@ class Lowerer:
                 additional = self.lower(
                     s["unevaluatedProperties"], _pointer.join(ptr, "unevaluatedProperties")
                 )
+                implicit = False
                 self.usage.enforce("unevaluatedProperties", ptr)
         # Members matching a pattern must satisfy it as well as their declared schema.
         for i, (name, node) in enumerate(props):
@@ -363,7 +365,20 @@ class Lowerer:
             if k in s:
                 self.usage.enforce(k, ptr)  # the emitter reports it when it cannot count
         depends = self.dependencies(s, ptr, required, dict(props), additional, patterns)
-        return Obj(tuple(props), required, tuple(patterns), additional, names, lo, hi, ptr, depends)
+        closed = implicit and "properties" in s
+        return Obj(
+            tuple(props),
+            required,
+            tuple(patterns),
+            additional,
+            names,
+            lo,
+            hi,
+            ptr,
+            depends,
+            implicit=implicit,
+            closed=closed,
+        )
 
     def property_names(self, s: dict[str, Any], ptr: str) -> Str | None:
         if "propertyNames" not in s:

@@ -122,7 +122,7 @@ class Acceptor:
             if n == name:
                 return [s]
         out = [s for p, s in c.patterns if _search(p, name)]
-        return out or [c.additional]
+        return out or [c.extra]
 
     def _obj(self, c: Obj, v: dict[str, Any], depth: int) -> bool:
         if not c.required <= v.keys():
