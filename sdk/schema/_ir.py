@@ -87,13 +87,13 @@ class Obj:
     # Array-form dependencies between declared members, `(keyword, trigger, needed names)`:
     # the grammar tracks whether the trigger was written (`sdk.grammar._depends.members_tracked`).
     depends: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
-    # `close_objects`: no `additionalProperties` said where the object came from (`implicit`,
-    # kept through intersections only where every side is so), and one of its schemas declared
+    # `close_objects`: a schema the object came from states `additionalProperties` (`explicit`:
+    # kept through intersections where any side does), or none does and one declared
     # `properties` (`closed`). Closing waits for the whole object: `allOf` branches and `$ref`
     # siblings each declare part of its members, and closed one by one they would forbid each
     # other's. So `additional` stays what the standard says while the IR is built, and the
-    # grammar reads `extra`.
-    implicit: bool = False
+    # grammar reads `extra`. (Both stay False without `close_objects`: the IR is the standard's.)
+    explicit: bool = False
     closed: bool = False
 
     @property

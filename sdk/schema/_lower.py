@@ -320,7 +320,7 @@ class Lowerer:
         for p, sub in s.get("patternProperties", {}).items():
             kw.compile_pattern(p, _pointer.join(ptr, "patternProperties", p))
             patterns.append((p, self.lower(sub, _pointer.join(ptr, "patternProperties", p))))
-        implicit = self.close_objects and "additionalProperties" not in s
+        explicit = self.close_objects and "additionalProperties" in s
         if "additionalProperties" in s:
             additional = self.lower(
                 s["additionalProperties"], _pointer.join(ptr, "additionalProperties")
@@ -334,7 +334,7 @@ class Lowerer:
                 additional = self.lower(
                     s["unevaluatedProperties"], _pointer.join(ptr, "unevaluatedProperties")
                 )
-                implicit = False
+                explicit = self.close_objects
                 self.usage.enforce("unevaluatedProperties", ptr)
         # Members matching a pattern must satisfy it as well as their declared schema.
         for i, (name, node) in enumerate(props):
@@ -365,7 +365,7 @@ class Lowerer:
             if k in s:
                 self.usage.enforce(k, ptr)  # the emitter reports it when it cannot count
         depends = self.dependencies(s, ptr, required, dict(props), additional, patterns)
-        closed = implicit and "properties" in s
+        closed = self.close_objects and not explicit and "properties" in s
         return Obj(
             tuple(props),
             required,
@@ -376,7 +376,7 @@ class Lowerer:
             hi,
             ptr,
             depends,
-            implicit=implicit,
+            explicit=explicit,
             closed=closed,
         )
 

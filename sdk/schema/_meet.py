@@ -191,8 +191,8 @@ class Meet:
             max_props,
             a.pointer,
             tuple(dict.fromkeys(a.depends + b.depends)),
-            implicit=a.implicit and b.implicit,
-            closed=a.implicit and b.implicit and (a.closed or b.closed),
+            explicit=a.explicit or b.explicit,
+            closed=not (a.explicit or b.explicit) and (a.closed or b.closed),
         )
 
     def _arr(self, a: Arr, b: Arr, pointer: str) -> Arr | None:
