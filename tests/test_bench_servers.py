@@ -198,16 +198,27 @@ def test_vllm_refuses_our_lark_and_both_fallbacks_are_exact(
 
 @pytest.mark.skipif(importlib.util.find_spec("xgrammar") is None, reason="xgrammar not installed")
 def test_json_schema_as_the_server_compiles_it(ours: servers.Ours, smollm2_tokenizer: Any) -> None:
-    """`constraint="json_schema"`: XGrammar compiles the schema the backend sends; with the
-    objects left open as the schema leaves them, it takes the undeclared key too, and what
-    it lets through that the schema forbids is `looser` (the agent validates replies)."""
+    """`constraint="json_schema"`: XGrammar compiles the schema the backend sends and is
+    compared with the grammar the agent enforces for the typed output (`close_objects`):
+    the undeclared key refused by both, an object made of parts sent open, so XGrammar takes
+    what the agent's grammar does not (`looser`: the agent validates replies)."""
     from sdk.bench._server_peers import JsonSchemaJudge
     from sdk.grammar import compile_schema
 
+    def case(schema: dict[str, Any], texts: list[str]) -> servers.Case:
+        def lark(closed: bool) -> str:
+            return compile_schema(schema, whitespace="compact", close_objects=closed).lark
+
+        return servers.Case(
+            "maskbench:x", lark(False), texts, schema=schema, closed_lark=lark(True)
+        )
+
+    judge = {"x": JsonSchemaJudge("xgrammar", smollm2_tokenizer)}
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
-    lark = compile_schema(schema, whitespace="compact").lark
-    case = servers.Case(
-        "maskbench:x", lark, ['{"a":1}', '{"a":1,"b":2}', '{"a":"x"}'], schema=schema
+    t = servers.compare(
+        iter([case(schema, ['{"a":1}', '{"a":1,"b":2}', '{"a":"x"}'])]), ours, judge
     )
-    t = servers.compare(iter([case]), ours, {"x": JsonSchemaJudge("xgrammar", smollm2_tokenizer)})
-    assert t["x"].compiled == 1 and t["x"].disagreements == []
+    assert t["x"].compiled == 1 and t["x"].texts == 3 and t["x"].disagreements == []
+    parts = {"type": "object", "allOf": [schema, {"properties": {"b": {}}}]}
+    t = servers.compare(iter([case(parts, ['{"a":1,"b":2}', '{"a":1,"b":2,"c":3}'])]), ours, judge)
+    assert [d[1] for d in t["x"].disagreements] == ['{"a":1,"b":2,"c":3}'] and t["x"].looser == 1

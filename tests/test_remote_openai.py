@@ -254,6 +254,37 @@ def test_a_refused_output_schema_is_sent_looser_and_counted(
     assert any("refused the output's JSON Schema" in r.message for r in caplog.records)
 
 
+@pytest.mark.parametrize("run", ["sync", "async"])
+def test_a_schema_refused_even_looser_is_sent_as_json_alone(
+    caplog: pytest.LogCaptureFixture, run: str
+) -> None:
+    """XGrammar refuses some valid schemas outright (a `false` subschema, an integer bound past
+    its limit), llguidance circular references with siblings: after the looser schema is
+    refused too, the turn asks for JSON alone (`json_object`), logged and counted; the agent
+    validates the reply and retries with feedback. A refusal of that ends the turn with the
+    first error."""
+
+    class Shape(BaseModel):
+        kind: int
+        tags: list[str] = Field(default_factory=list, json_schema_extra={"uniqueItems": True})
+
+    srv = Server(400, 400, reply('{"kind": "x"}'), reply('{"kind": 3}'))
+    agent = Agent(srv.model(constraint="json_schema"), output_type=Shape)
+    with caplog.at_level("WARNING", logger="sdk.backends"):
+        sent = agent.run_sync if run == "sync" else lambda q: asyncio.run(agent.run(q))
+        result = sent("A shape?")
+    assert result.output == Shape(kind=3)
+    kinds = [b["response_format"]["type"] for b in srv.bodies]
+    assert kinds == ["json_schema", "json_schema", "json_object", "json_schema"]
+    assert any("JSON alone" in r.message for r in caplog.records)
+    assert result.usage.loosened_turns == 1  # the first turn; the retry's schema was taken
+    with pytest.raises(RemoteModelError) as err:
+        Agent(Server(400, 400, 422).model(constraint="json_schema"), output_type=Shape).run_sync(
+            "A shape?"
+        )
+    assert err.value.status_code == 400
+
+
 def test_grammar_fields_for_vllm_and_sglang() -> None:
     for kwargs, path in [
         ({"constraint": "lark"}, ("structured_outputs", "grammar")),

@@ -475,3 +475,102 @@ def test_xgrammar_reads_legacy_structural_tags_as_one_call_per_trigger() -> None
     call = HERMES.render_call("get_weather", {"city": "Paris"})
     assert accepts(grammar, call) and accepts(grammar, "Sure.\n" + call)
     assert not accepts(grammar, HERMES.render_call("add", {"a": "x", "b": 2}))
+
+
+_SENT = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "pattern": "[a-z]{3}"},
+        "tags": {"type": "array", "items": {"type": "string"}, "properties": {"x": {}}},
+        "owner": {"$ref": "#/$defs/Person"},
+        "either": {"anyOf": [{"properties": {"a": {"type": "integer"}}}, {"type": "null"}]},
+        "parts": {"allOf": [{"properties": {"p": {}}}, {"properties": {"q": {}}}]},
+    },
+    "required": ["name", "id"],
+    "$defs": {"Person": {"type": "object", "properties": {"email": {"pattern": "^\\\\S+@"}}}},
+}
+
+
+def _closed_accepts(schema: Any, instance: Any) -> bool:
+    """Our matcher over the typed output's grammar, as the agent compiles it."""
+    from sdk.grammar import compile_schema
+    from tests._oracle import engine_accepts
+
+    lark = compile_schema(schema, whitespace="compact", close_objects=True).lark
+    return engine_accepts(lark, json.dumps(instance, separators=(",", ":")))
+
+
+def test_the_sent_schema_means_what_the_agent_enforces() -> None:
+    """A typed output's JSON Schema as servers get it (`sent_schema`): objects the agent
+    closes sent closed (a required member no part declares declared), objects made of parts
+    sent open (looser: the agent validates), keywords of a type the node cannot have dropped,
+    patterns written as whole-string matches. Checked with `jsonschema` against our own
+    matcher under `close_objects`: the same verdicts, but for the open parts' extra members."""
+    import jsonschema
+
+    from sdk.backends._sent_schema import sent_schema
+
+    sent = sent_schema(_SENT)
+    assert sent["additionalProperties"] is False and sent["properties"]["id"] == {}
+    assert "properties" not in sent["properties"]["tags"]
+    assert sent["$defs"]["Person"]["additionalProperties"] is False  # referenced alone
+    assert sent["properties"]["either"]["anyOf"][0]["additionalProperties"] is False
+    assert all(p["additionalProperties"] is True for p in sent["properties"]["parts"]["allOf"])
+    assert sent["properties"]["name"]["pattern"] == "^[\\s\\S]*(?:[a-z]{3})[\\s\\S]*$"
+    check = jsonschema.Draft202012Validator(sent)
+
+    def made(name: str = "xabcx", **members: Any) -> dict[str, Any]:
+        return {"name": name, **members, "id": 1}  # the declared order: `id` comes last
+
+    same = [
+        made(), {**made(), "zz": 1}, made("ab"), {"name": "abc"}, made(tags=["t"]),
+        made(owner={"email": "a@b"}), made(owner={"email": "a@b", "x": 1}),
+        made(owner={"email": " @b"}), made(either={"a": 1}), made(either={"a": 1, "b": 2}),
+        made(either=None), made(parts={"p": 1, "q": 2}),
+    ]  # fmt: skip
+    for instance in same:
+        assert check.is_valid(instance) == _closed_accepts(_SENT, instance), instance
+    looser = made(parts={"p": 1, "zz": 2})
+    assert check.is_valid(looser) and not _closed_accepts(_SENT, looser)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "kept"),
+    [("abc", False), ("^ab", False), ("c$", False), ("^a|b", True), ("a|b", False),
+     ("^abc$", True), ("(^a)b", True), ("[$^]x", False), ("\\^a", False), ("", False)],
+)  # fmt: skip
+def test_patterns_are_sent_as_whole_string_matches(pattern: str, kept: bool) -> None:
+    """XGrammar and llama.cpp match `pattern` against the whole string; the standard
+    searches. Sent anchored as what it means, or as it is where anchors sit elsewhere."""
+    import re
+
+    from sdk.backends._sent_schema import full_match
+
+    sent = full_match(pattern)
+    assert (sent == pattern) == kept
+    for text in ["", "a", "b", "abc", "xabc", "abcx", "^a", "x$x", "c", "ba", "a\nb"]:
+        want = re.search(pattern, text) is not None
+        got = re.fullmatch(sent, text) is not None if not kept else want
+        assert got == want, (pattern, sent, text)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("xgrammar") is None, reason="xgrammar (a benchmark peer) missing"
+)
+def test_xgrammar_reads_the_sent_schema_as_the_agent_does() -> None:
+    import xgrammar as xgr
+    from xgrammar.testing import _is_grammar_accept_string as accepts
+
+    from sdk.backends._sent_schema import sent_schema
+
+    def reads(schema: Any, text: str) -> tuple[bool, bool]:
+        raw = xgr.Grammar.from_json_schema(json.dumps(schema))
+        sent = xgr.Grammar.from_json_schema(json.dumps(sent_schema(schema)))
+        return bool(accepts(raw, text)), bool(accepts(sent, text))
+
+    arr = {"type": "object", "properties": {"items": {"type": "array", "properties": {"n": {}}}}}
+    assert reads(arr, '{"items": [1]}') == (False, True)  # object keywords read on an array
+    pat = {"type": "object", "properties": {"id": {"type": "string", "pattern": "[0-9]{2}"}}}
+    assert reads(pat, '{"id": "a12b"}') == (False, True)  # searched, as the standard says
+    assert reads(pat, '{"id": "a1b"}') == (False, False)
+    assert reads(pat, '{"id": "12", "x": 1}') == (False, False)  # closed, as the agent reads it

@@ -46,6 +46,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
+from sdk.backends._sent_schema import sent_schema
 from sdk.backends._structural_tag import (
     declare_open_objects,
     legacy_structural_tag,
@@ -71,6 +72,7 @@ __all__ = [
     "declare_open_objects",
     "legacy_structural_tag",
     "looser_schema",
+    "sent_schema",
     "structural_tag_for",
 ]
 
@@ -396,49 +398,61 @@ class OpenAIChatModel:
         _put(retry, self.grammar_field, text)
         return retry
 
-    def _fallback(
+    def _fallbacks(
         self, exc: RemoteModelError, body: dict[str, Any], grammar: TurnGrammar
-    ) -> tuple[dict[str, Any], bool]:
-        """The request to send after `exc` (the other grammar dialect, or a looser output
-        schema) and whether it is looser; `exc` itself where neither applies."""
+    ) -> list[tuple[dict[str, Any], bool]]:
+        """The requests to try after `exc`, in order, each with whether it is looser: the
+        other grammar dialect, or looser forms of a typed output's schema. `exc` itself is
+        raised where none applies."""
         retry = self._other_dialect(exc, body, grammar)
         if retry is not None:
-            return retry, False
-        retry = self._looser_schema(exc, body)
-        if retry is not None:
-            return retry, True
+            return [(retry, False)]
+        looser = self._looser_schemas(exc, body)
+        if looser:
+            return [(r, True) for r in looser]
         raise exc
 
-    def _looser_schema(self, exc: RemoteModelError, body: dict[str, Any]) -> dict[str, Any] | None:
-        """The request again with a looser typed-output schema (`looser_schema`), where the
-        server refused the schema (HTTP 400): logged, and counted in `usage.loosened_turns`;
-        the reply is validated against the real schema as always. None where that does not
-        apply or changes nothing."""
+    def _looser_schemas(self, exc: RemoteModelError, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """Where the server refused a typed output's schema (HTTP 400): the request with the
+        schema without the assertions servers often refuse (`looser_schema`), then, should
+        that be refused too, with JSON alone (`{"type": "json_object"}`: XGrammar refuses
+        some valid schemas outright, llguidance circular references with siblings). Each is
+        logged when sent and counted in `usage.loosened_turns`; the reply is validated
+        against the real schema as always."""
         fmt = body.get("response_format")
         if exc.status_code != 400 or not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
-            return None
-        spec = fmt.get("json_schema") or {}
-        schema = spec.get("schema")
+            return []
+        schema = (fmt.get("json_schema") or {}).get("schema")
+        out = []
         looser = looser_schema(schema)
-        if looser == schema:
-            return None
-        _log.warning(
-            "the server refused the output's JSON Schema (%s); sending it without the "
-            "assertions servers often refuse (not, oneOf as anyOf, uniqueItems, ...): the "
-            "agent validates the reply against the full schema",
-            str(exc)[:200],
-        )
-        retry = json.loads(json.dumps(body))
-        retry["response_format"]["json_schema"]["schema"] = looser
-        return retry
+        if looser != schema:
+            retry = json.loads(json.dumps(body))
+            retry["response_format"]["json_schema"]["schema"] = looser
+            out.append(retry)
+        bare = json.loads(json.dumps(body))
+        bare["response_format"] = {"type": "json_object"}
+        out.append(bare)
+        return out
 
-    def _retried(self, exc: RemoteModelError, send: Any) -> Any:
-        """`send()` in the other dialect; where it fails too, the first error stands."""
-        try:
-            return send()
-        except RemoteModelError:
-            self._dialect = self.constraint
-            raise exc from None
+    def _announce(self, exc: RemoteModelError, body: dict[str, Any], loose: bool) -> None:
+        if loose:
+            bare = body["response_format"]["type"] == "json_object"
+            _log.warning(
+                "the server refused the output's JSON Schema (%s); sending %s: the agent "
+                "validates the reply against the full schema",
+                str(exc)[:200],
+                "JSON alone (json_object)"
+                if bare
+                else "it without the assertions servers often refuse (not, oneOf as anyOf, "
+                "uniqueItems, ...)",
+            )
+
+    def _gave_up(self, exc: RemoteModelError, again: RemoteModelError, loose: bool) -> bool:
+        """After a fallback was refused too: stop (the first error stands) or try the next?"""
+        if loose and again.status_code == 400:
+            return False
+        self._dialect = self.constraint
+        return True
 
     def _gbnf_export(self, grammar: TurnGrammar) -> GbnfExport:
         return cast("GbnfExport", self._exported(grammar, "gbnf", _loose_gbnf))
@@ -600,8 +614,17 @@ class OpenAIChatModel:
         try:
             data = self._http("/chat/completions", body)
         except RemoteModelError as exc:
-            retry, loosened = self._fallback(exc, body, grammar)
-            data = self._retried(exc, lambda: self._http("/chat/completions", retry))
+            data = None
+            for retry, loose in self._fallbacks(exc, body, grammar):
+                self._announce(exc, retry, loose)
+                try:
+                    data, loosened = self._http("/chat/completions", retry), loose
+                    break
+                except RemoteModelError as again:
+                    if self._gave_up(exc, again, loose):
+                        raise exc from None
+            if data is None:
+                raise exc from None
         out = self.parse_response(
             data,
             request,
@@ -636,11 +659,16 @@ class OpenAIChatModel:
         try:
             data = await self._ahttp("/chat/completions", body)
         except RemoteModelError as exc:
-            retry, loosened = self._fallback(exc, body, grammar)
-            try:
-                data = await self._ahttp("/chat/completions", retry)
-            except RemoteModelError:
-                self._dialect = self.constraint
+            data = None
+            for retry, loose in self._fallbacks(exc, body, grammar):
+                self._announce(exc, retry, loose)
+                try:
+                    data, loosened = await self._ahttp("/chat/completions", retry), loose
+                    break
+                except RemoteModelError as again:
+                    if self._gave_up(exc, again, loose):
+                        raise exc from None
+            if data is None:
                 raise exc from None
         out = self.parse_response(
             data,
@@ -705,9 +733,9 @@ def _native_messages(request: TurnRequest) -> list[dict[str, Any]]:
 
 
 def _json_schema_format(schema: dict[str, Any]) -> dict[str, Any]:
-    # Objects open where the schema leaves them open: XGrammar (vLLM, SGLang) reads a missing
-    # `additionalProperties` as false (`declare_open_objects`).
-    sent = declare_open_objects(schema)
+    # What the agent enforces locally, written as servers' engines read it (`sent_schema`:
+    # objects closed or open as the agent has them, patterns as whole-string matches).
+    sent = sent_schema(schema)
     return {"type": "json_schema", "json_schema": {"name": _schema_name(schema), "schema": sent}}
 
 

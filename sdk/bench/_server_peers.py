@@ -124,10 +124,12 @@ class VllmLarkJudge:
 
 class JsonSchemaJudge:
     """`constraint="json_schema"`: the typed output's JSON Schema as the server's own engine
-    compiles it (XGrammar's `from_json_schema`, llguidance's `json_schema` grammar). Looser
-    where it accepts what the schema forbids: the agent validates every reply."""
+    compiles it (XGrammar's `from_json_schema`, llguidance's `json_schema` grammar), judged
+    against the grammar the agent enforces for that typed output (`close_objects`). Looser
+    where it accepts what that grammar forbids: the agent validates every reply."""
 
     looser = True  # replies are validated against the schema by the agent
+    reference = "closed"  # compared with `Case.closed_lark`
 
     def __init__(self, engine: str, tokenizer: Any) -> None:
         self.engine = engine
@@ -147,18 +149,23 @@ class JsonSchemaJudge:
     def compile(self, case: Any) -> None:
         import json
 
-        from sdk.backends.openai import declare_open_objects, looser_schema
+        from sdk.backends.openai import looser_schema, sent_schema
 
-        sent = declare_open_objects(case.schema)  # as `_json_schema_format` sends it
+        sent = sent_schema(case.schema)  # as `_json_schema_format` sends it
         self.loosened = False
         try:
             self._compile(json.dumps(sent))
-        except Exception:  # noqa: BLE001 - HTTP 400: the backend sends a looser schema once
-            looser = looser_schema(sent)
-            if looser == sent:
-                raise
-            self._compile(json.dumps(looser))
+            return
+        except Exception:  # noqa: BLE001 - HTTP 400: the backend sends it looser, then JSON alone
             self.loosened = True
+        looser = looser_schema(sent)
+        if looser != sent:
+            try:
+                self._compile(json.dumps(looser))
+                return
+            except Exception:  # noqa: BLE001, S110 - then `json_object`, as the backend does
+                pass
+        self._compile(json.dumps({}))  # any JSON value: what a server makes of `json_object`
 
     def _compile(self, text: str) -> None:
         if self.engine == "guidance":

@@ -21,10 +21,13 @@ through the engine's Python API, and compares which texts it accepts with our ma
   upon which the remote backend sends the turn's GBNF instead (counted as `switched_dialect`,
   then judged as XGrammar reads that GBNF);
 - `xgrammar-json`, `guidance-json`: `constraint="json_schema"` (the default): a typed output's
-  schema in `response_format`, compiled by the server's engine from the JSON Schema itself
-  (XGrammar's `Grammar.from_json_schema`, llguidance's `json_schema` grammar), MaskBench only.
-  What the engine accepts and the schema forbids, the agent's validation refuses (`looser`);
-  what it refuses and the schema allows, the model cannot write (a disagreement);
+  schema in `response_format` as the backend sends it (`sent_schema`), compiled by the
+  server's engine from the JSON Schema itself (XGrammar's `Grammar.from_json_schema`,
+  llguidance's `json_schema` grammar), MaskBench only, and compared with the grammar the agent
+  enforces for that output locally (`close_objects`: an object that declares members takes no
+  others). What the engine accepts and that grammar forbids, the agent's validation takes or
+  refuses (`looser`); what it refuses and that grammar allows, the model cannot write (a
+  disagreement);
 - `vllm-auto`: the same with vLLM's `auto` backend, which falls back to guidance where XGrammar
   refuses the grammar (vLLM v1's `_validate_structured_output`): judged by the engine that
   would run it.
@@ -82,6 +85,9 @@ class Case:
     texts: list[str]
     tag: dict[str, Any] | None = None  # the turn's structural tag (turn grammars only)
     schema: dict[str, Any] | None = None  # a typed output's JSON Schema (MaskBench only)
+    # The grammar the agent enforces for that typed output (`close_objects`), which the
+    # `json_schema` targets are compared with; None where our compiler refuses it.
+    closed_lark: str | None = None
 
 
 @dataclass
@@ -205,7 +211,11 @@ def maskbench_cases(folder: Path, n: int, seed: int = 0) -> Iterator[Case]:
         texts = [
             json.dumps(t["data"], ensure_ascii=False, separators=(",", ":")) for t in case["tests"]
         ]
-        yield Case(f"maskbench:{path.stem}", lark, texts, schema=case["schema"])
+        try:
+            closed = compile_schema(case["schema"], whitespace="compact", close_objects=True).lark
+        except SDKError:
+            closed = None
+        yield Case(f"maskbench:{path.stem}", lark, texts, schema=case["schema"], closed_lark=closed)
 
 
 # ------------------------------------------------------------------------------ judges
@@ -218,10 +228,13 @@ class Ours:
         self.index = index
         self.grammar: Any = None
 
-    def compile(self, case: Case) -> None:
+    def compile(self, case: Case, closed: bool = False) -> None:
         from sdk.engine.grammar import CompiledGrammar
 
-        self.grammar = CompiledGrammar.from_lark(case.lark)
+        lark = case.closed_lark if closed else case.lark
+        if lark is None:
+            raise ValueError("our compiler refuses this schema under close_objects")
+        self.grammar = CompiledGrammar.from_lark(lark)
 
     def accepts(self, text: str) -> bool:
         from sdk.engine.matcher import Matcher
@@ -339,9 +352,26 @@ def compare(cases: Iterator[Case], ours: Ours, targets: dict[str, Any]) -> dict[
             print(f"servers: {case.source}: ours refused: {exc}", file=sys.stderr)
             continue
         verdicts = [ours.accepts(t) for t in case.texts]
+        closed: list[bool] | None = None  # ours under `close_objects`, where a judge needs it
+        closed_refused = False
         for name, judge in targets.items():
             if not getattr(judge, "applies", lambda case: True)(case):
                 continue  # e.g. a structural tag for a MaskBench schema
+            mine_all = verdicts
+            if getattr(judge, "reference", "exact") == "closed":
+                if closed is None and not closed_refused:
+                    try:
+                        ours.compile(case, closed=True)
+                    except Exception as exc:  # noqa: BLE001 - the agent would refuse the type
+                        print(
+                            f"servers: {case.source}: ours refused closed: {exc}", file=sys.stderr
+                        )
+                        closed_refused = True
+                    else:
+                        closed = [ours.accepts(t) for t in case.texts]
+                if closed is None:
+                    continue
+                mine_all = closed
             tally = tallies[name]
             tally.grammars += 1
             t0 = time.perf_counter()
@@ -357,7 +387,7 @@ def compare(cases: Iterator[Case], ours: Ours, targets: dict[str, Any]) -> dict[
             loose = getattr(judge, "looser", False) or getattr(judge, "loosened", False)
             tally.loosened += bool(getattr(judge, "loosened", False))
             tally.switched += bool(getattr(judge, "switched", False))
-            for text, mine in zip(case.texts, verdicts, strict=True):
+            for text, mine in zip(case.texts, mine_all, strict=True):
                 theirs = judge.accepts(text)
                 tally.texts += 1
                 if theirs != mine:

@@ -28,6 +28,7 @@ from ._ir import (
     is_any,
     is_never,
 )
+from ._keywords import CONSTRAINING
 from ._lower import Lowerer
 from ._usage import KeywordUse, Usage
 
@@ -53,6 +54,7 @@ def normalize(schema: Any, *, strict: bool = False, close_objects: bool = False)
 
 __all__ = [
     "ANY",
+    "CONSTRAINING",
     "FULL",
     "NEVER",
     "AnyValue",
