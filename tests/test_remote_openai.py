@@ -558,3 +558,34 @@ def test_async_run_keeps_the_loop_free() -> None:
 
     assert asyncio.run(main()) == "done"
     assert ticks == [0, 1, 2]
+
+
+def test_schema_engine_xgrammar_frees_escapes_in_bounded_strings(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """XGrammar (vLLM's and SGLang's default) takes no escape sequence in a string with
+    `maxLength` or `pattern`: told so, the backend sends such strings without those keywords
+    where they could hold a character JSON escapes (a pattern that cannot keeps them), logs it
+    and counts the turn; the agent still validates the bounds."""
+
+    class Ticket(BaseModel):
+        summary: str = Field(max_length=40)
+        code: str = Field(pattern="^[A-Z]{3}-[0-9]+$", max_length=12)
+
+    def schema_of(model: OpenAIChatModel) -> tuple[dict[str, Any], int, list[Any]]:
+        srv = Server(reply('{"summary": "two\\nlines", "code": "ABC-1"}'))
+        model = srv.model(constraint="json_schema", schema_engine=model)  # type: ignore[arg-type]
+        with caplog.at_level("WARNING", logger="sdk.backends"):
+            result = Agent(model, output_type=Ticket).run_sync("A ticket?")
+        assert result.output == Ticket(summary="two\nlines", code="ABC-1")
+        sent = srv.bodies[0]["response_format"]["json_schema"]["schema"]["properties"]
+        return sent, result.usage.loosened_turns, list(caplog.records)
+
+    sent, loosened, logs = schema_of("xgrammar")  # type: ignore[arg-type]
+    assert "maxLength" not in sent["summary"] and sent["code"]["maxLength"] == 12
+    assert loosened == 1 and any("sent looser for xgrammar" in r.message for r in logs)
+    caplog.clear()
+    sent, loosened, logs = schema_of(None)  # type: ignore[arg-type]
+    assert sent["summary"]["maxLength"] == 40 and loosened == 0 and not logs
+    with pytest.raises(ValueError, match="schema_engine"):
+        OpenAIChatModel("http://x/v1", schema_engine="vllm")  # type: ignore[arg-type]

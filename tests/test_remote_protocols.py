@@ -574,3 +574,26 @@ def test_xgrammar_reads_the_sent_schema_as_the_agent_does() -> None:
     assert reads(pat, '{"id": "a12b"}') == (False, True)  # searched, as the standard says
     assert reads(pat, '{"id": "a1b"}') == (False, False)
     assert reads(pat, '{"id": "12", "x": 1}') == (False, False)  # closed, as the agent reads it
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("xgrammar") is None, reason="xgrammar (a benchmark peer) missing"
+)
+def test_xgrammar_told_takes_the_escapes_a_bounded_string_allows() -> None:
+    import xgrammar as xgr
+    from xgrammar.testing import _is_grammar_accept_string as accepts
+
+    from sdk.backends.openai import sent_schema
+
+    schema = {"type": "object", "properties": {"trace": {"type": "string", "maxLength": 200},
+              "id": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 8}}}  # fmt: skip
+    dropped: list[str] = []
+    told = sent_schema(schema, "xgrammar", dropped)
+    assert dropped == ["/properties/trace: maxLength"]
+    named = {"type": "object", "properties": {"pattern": {"type": "string"}}}  # a member's name
+    assert sent_schema(named, "xgrammar")["properties"] == named["properties"]
+    reply = '{"trace": "at a\\n  at b \\"x\\"", "id": "abc"}'
+    assert not accepts(xgr.Grammar.from_json_schema(json.dumps(sent_schema(schema))), reply)
+    assert accepts(xgr.Grammar.from_json_schema(json.dumps(told)), reply)
+    # the kept pattern still holds there (its bounds XGrammar ignores beside a pattern)
+    assert not accepts(xgr.Grammar.from_json_schema(json.dumps(told)), '{"id": "ABC"}')

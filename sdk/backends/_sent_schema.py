@@ -28,6 +28,12 @@ matcher):
 
 Every rewrite keeps each instance's validity under the standard except closing, which is the
 agent's own reading (tested with `jsonschema`).
+
+One reading no rewrite can keep exact: XGrammar takes no escape sequence (`\\n`, `\\"`) in a
+string with `minLength`, `maxLength` or `pattern`. Told the engine is XGrammar
+(`engine="xgrammar"`), such strings go without those keywords wherever they could hold a
+character JSON escapes: looser, and named (`dropped`), so the backend logs it and counts the turn
+in `usage.loosened_turns`; the agent's validation checks the reply, as always.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ from typing import Any
 from sdk.backends._structural_tag import declare_open_objects
 from sdk.schema import CONSTRAINING
 
-__all__ = ["sent_schema"]
+__all__ = ["may_hold_escapes", "sent_schema"]
 
 _ANNOTATIONS = frozenset(
     {"title", "description", "default", "examples", "$comment", "deprecated", "readOnly",
@@ -64,16 +70,136 @@ _OWN_VALUE_MAPS = ("properties", "patternProperties")
 _OWN_VALUE_LISTS = ("prefixItems",)
 
 
-def sent_schema(schema: Any) -> Any:
-    """A copy of `schema` as a server's engine should be sent it (see the module's doc)."""
+def sent_schema(schema: Any, engine: str | None = None, dropped: list[str] | None = None) -> Any:
+    """A copy of `schema` as a server's engine should be sent it (see the module's doc).
+    `engine="xgrammar"`: strings whose escapes XGrammar would refuse lose their length bounds
+    and pattern, each named in `dropped` (a list to append to)."""
     out = copy.deepcopy(schema)
     if not isinstance(out, dict):
         return out
-    if "unevaluatedProperties" in json.dumps(out):
-        return declare_open_objects(out)  # what a subschema evaluates matters there
-    refs = _plain_refs(out)
-    _rewrite(out, True, refs, set())
-    return declare_open_objects(out)  # the objects left open say so
+    if "unevaluatedProperties" not in json.dumps(out):  # what subschemas evaluate matters there
+        _rewrite(out, True, _plain_refs(out), set())
+    out = declare_open_objects(out)  # the objects left open say so
+    if engine == "xgrammar":
+        _free_escapes(out, "", dropped if dropped is not None else [])
+    elif engine is not None:
+        raise ValueError(f"engine={engine!r}: expected 'xgrammar' or None")
+    return out
+
+
+_STRING_BOUNDS = ("minLength", "maxLength", "pattern")
+
+
+def _free_escapes(node: Any, pointer: str, dropped: list[str]) -> None:
+    """Drop the string keywords under which XGrammar refuses escapes, where the string could
+    hold a character JSON writes escaped (a pattern that cannot is kept, with its bounds)."""
+    if not isinstance(node, dict):
+        return
+    if any(k in node for k in _STRING_BOUNDS):
+        pattern = node.get("pattern")
+        if not isinstance(pattern, str) or may_hold_escapes(pattern):
+            gone = [k for k in _STRING_BOUNDS if node.pop(k, None) is not None]
+            dropped.append(f"{pointer or '/'}: {', '.join(gone)}")
+    for where, sub in _children(node):
+        _free_escapes(sub, f"{pointer}/{where}", dropped)
+
+
+def _children(node: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The schemas directly inside `node`, each with its path from it (member names of
+    `properties` are names, not keywords)."""
+    out: list[tuple[str, Any]] = []
+    for key, value in node.items():
+        if key in _SINGLE and isinstance(value, dict):
+            out.append((key, value))
+        elif key in _LISTS and isinstance(value, list):
+            out += [(f"{key}/{i}", v) for i, v in enumerate(value)]
+        elif key in _MAPS and isinstance(value, dict):
+            out += [(f"{key}/{k}", v) for k, v in value.items()]
+    return out
+
+
+_SINGLE = frozenset(
+    {"items", "additionalItems", "additionalProperties", "not", "if", "then", "else",
+     "contains", "propertyNames", "unevaluatedProperties", "unevaluatedItems"}
+)  # fmt: skip
+_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
+_MAPS = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas",
+     "dependencies"}
+)  # fmt: skip
+
+
+_ESCAPED = frozenset('"\\') | frozenset(chr(c) for c in range(0x20))
+
+
+def may_hold_escapes(pattern: str) -> bool:
+    """Could a string `pattern` matches (searched) hold `"`, `\\` or a control character, which
+    JSON writes escaped? Conservative: True for anything it cannot read as safe."""
+    starts, ends, inner, top_alt = _anchors(pattern)
+    if not (starts and ends) or inner or top_alt:
+        return True  # a search: anything may surround the match
+    i, n = 1, len(pattern) - 1
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            if pattern[i + 1 : i + 2] not in set("dwbB.-/()[]{}*+?|^$,:!@#%&=<>'`~;_ ") | set(
+                "0123456789"
+            ) - {"0"}:
+                return True  # \s, \S, \W, \D, \x.., \u...., \\, \" and the like
+            i += 2
+            continue
+        if c == "[":
+            end = _class_end(pattern, i)
+            if end < 0 or _class_may_escape(pattern[i + 1 : end]):
+                return True
+            i = end + 1
+            continue
+        if c == "." or c in _ESCAPED:
+            return True
+        i += 1
+    return False
+
+
+def _class_end(pattern: str, at: int) -> int:
+    i = at + 1
+    if pattern[i : i + 1] == "^":
+        i += 1
+    if pattern[i : i + 1] == "]":
+        i += 1
+    while i < len(pattern):
+        if pattern[i] == "\\":
+            i += 2
+            continue
+        if pattern[i] == "]":
+            return i
+        i += 1
+    return -1
+
+
+def _class_may_escape(body: str) -> bool:
+    if body.startswith("^"):
+        return True  # a negated class holds nearly everything
+    chars: list[str] = []
+    i = 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\":
+            nxt = body[i + 1 : i + 2]
+            if nxt not in set("dw.-/()[]{}*+?|^$,:!@#%&=<>'`~;_ "):
+                return True
+            chars.append(nxt if nxt not in "dw" else "a")
+            i += 2
+            continue
+        chars.append(c)
+        i += 1
+    for j, c in enumerate(chars):
+        if c in _ESCAPED:
+            return True
+        if c == "-" and 0 < j < len(chars) - 1:
+            lo, hi = ord(chars[j - 1]), ord(chars[j + 1])
+            if lo <= hi and any(lo <= ord(x) <= hi for x in ('"', "\\")) or lo < 0x20:
+                return True
+    return False
 
 
 def _search(pattern: str, text: str) -> bool:

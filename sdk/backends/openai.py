@@ -112,6 +112,8 @@ _CONSTRAINTS: tuple[str, ...] = get_args(Constraint)
 _GRAMMAR_MODES = ("gbnf", "lark")
 # Modes whose tools are described in the prompt and whose calls come back as text.
 _TEXT_MODES = (*_GRAMMAR_MODES, "structural_tag")
+# A typed output goes as a schema in `response_format`.
+_SCHEMA_MODES = ("json_schema", "json_object", "structural_tag")
 _VLLM_FIELDS = ("structured_outputs.grammar", "guided_grammar")  # either dialect goes there
 _DEFAULT_FIELD = {"gbnf": "grammar", "lark": "structured_outputs.grammar"}
 _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -137,6 +139,13 @@ class OpenAIChatModel:
         only shape older SGLang takes: one JSON call per trigger, so the text around calls,
         at least one call and one call at most are left to the agent; a format whose calls
         are not one JSON object each gets a `ConfigError`).
+    schema_engine: the engine that compiles a typed output's JSON Schema on the server, where
+        its reading differs from the standard's in a way no rewrite keeps exact: "xgrammar"
+        (vLLM's and SGLang's default) takes no escape sequence in a string with `minLength`,
+        `maxLength` or `pattern`, so such strings are sent without those keywords where they
+        could hold a character JSON escapes (looser: logged, counted in
+        `usage.loosened_turns`, the reply validated as always). None: sent as the standard
+        reads it (`sent_schema`).
     timeout: seconds per HTTP request (connect, read, write, pool).
     max_retries: retries of one request on connection errors, timeouts, 429 and 5xx.
     backoff: first retry delay in seconds (doubles each retry, capped at 8 s).
@@ -154,6 +163,7 @@ class OpenAIChatModel:
         constraint: Constraint = "json_schema",
         grammar_field: str | None = None,
         tag_shape: Literal["format", "legacy"] = "format",
+        schema_engine: Literal["xgrammar"] | None = None,
         timeout: float = 120.0,
         max_retries: int = 2,
         backoff: float = 0.5,
@@ -169,6 +179,10 @@ class OpenAIChatModel:
         if tag_shape not in ("format", "legacy"):
             raise ValueError(f"tag_shape={tag_shape!r}: expected 'format' or 'legacy'")
         self.tag_shape = tag_shape
+        if schema_engine not in (None, "xgrammar"):
+            raise ValueError(f"schema_engine={schema_engine!r}: expected 'xgrammar' or None")
+        self.schema_engine = schema_engine
+        self._schemas: OrderedDict[str, tuple[dict[str, Any], list[str]]] = OrderedDict()
         self.base_url = base_url.rstrip("/")
         self.model_name = model
         self.api_key = api_key
@@ -454,6 +468,37 @@ class OpenAIChatModel:
         self._dialect = self.constraint
         return True
 
+    def _json_schema_format(self, schema: Mapping[str, Any]) -> dict[str, Any]:
+        # What the agent enforces locally, written as servers' engines read it (`sent_schema`:
+        # objects closed or open as the agent has them, patterns as whole-string matches).
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": _schema_name(schema), "schema": self._sent(schema)[0]},
+        }
+
+    def _sent(self, schema: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """The typed output's schema as sent, and what `schema_engine` made looser in it
+        (logged once per schema)."""
+        key = json.dumps(schema, sort_keys=True, default=str)
+        with self._lock:
+            hit = self._schemas.get(key)
+        if hit is None:
+            dropped: list[str] = []
+            hit = (sent_schema(dict(schema), self.schema_engine, dropped), dropped)
+            if dropped:
+                _log.warning(
+                    "the typed output's schema is sent looser for %s, which takes no escape "
+                    "sequence in a bounded or patterned string: %s dropped; the agent "
+                    "validates the reply against the full schema",
+                    self.schema_engine,
+                    "; ".join(dropped)[:300],
+                )
+            with self._lock:
+                self._schemas[key] = hit
+                while len(self._schemas) > 64:
+                    self._schemas.popitem(last=False)
+        return hit
+
     def _gbnf_export(self, grammar: TurnGrammar) -> GbnfExport:
         return cast("GbnfExport", self._exported(grammar, "gbnf", _loose_gbnf))
 
@@ -514,7 +559,7 @@ class OpenAIChatModel:
             if tag is not None:
                 body["response_format"] = tag
             elif grammar.mode == "output" and request.output_schema is not None:
-                body["response_format"] = _json_schema_format(dict(request.output_schema))
+                body["response_format"] = self._json_schema_format(request.output_schema)
         else:
             if request.tools:
                 body["tools"] = [t.to_openai() for t in request.tools]
@@ -524,9 +569,12 @@ class OpenAIChatModel:
             if grammar.mode == "output" and request.output_schema is not None:
                 schema = dict(request.output_schema)
                 if self.constraint == "json_schema":
-                    body["response_format"] = _json_schema_format(schema)
+                    body["response_format"] = self._json_schema_format(schema)
                 elif self.constraint == "json_object":
-                    body["response_format"] = {"type": "json_object", "schema": schema}
+                    # llama-cpp-python's converter refuses a pattern it cannot anchor and
+                    # then falls back to any JSON, silently: sent as `sent_schema` writes it.
+                    sent = self._sent(schema)[0]
+                    body["response_format"] = {"type": "json_object", "schema": sent}
         for k, v in self.extra_body.items():
             body[k] = v
         return body
@@ -572,6 +620,9 @@ class OpenAIChatModel:
         usage = Usage(generation_time_s=elapsed)
         if self._dialect == "gbnf" and grammar.lark is not None and grammar.mode != "none":
             usage.loosened_turns = int(bool(self._gbnf_export(grammar).loosened))
+        schema = request.output_schema
+        if grammar.mode == "output" and schema is not None and self.constraint in _SCHEMA_MODES:
+            usage.loosened_turns = int(bool(self._sent(schema)[1]))
         u = data.get("usage") or {}
         with contextlib.suppress(TypeError, ValueError):
             usage.prompt_tokens = int(u.get("prompt_tokens") or 0)
@@ -730,13 +781,6 @@ def _native_messages(request: TurnRequest) -> list[dict[str, Any]]:
             d["content"] = ""
         out.append(d)
     return out
-
-
-def _json_schema_format(schema: dict[str, Any]) -> dict[str, Any]:
-    # What the agent enforces locally, written as servers' engines read it (`sent_schema`:
-    # objects closed or open as the agent has them, patterns as whole-string matches).
-    sent = sent_schema(schema)
-    return {"type": "json_schema", "json_schema": {"name": _schema_name(schema), "schema": sent}}
 
 
 def _hermes_messages(request: TurnRequest) -> list[dict[str, Any]]:

@@ -151,8 +151,12 @@ class JsonSchemaJudge:
 
         from sdk.backends.openai import looser_schema, sent_schema
 
-        sent = sent_schema(case.schema)  # as `_json_schema_format` sends it
-        self.loosened = False
+        # As `OpenAIChatModel` sends it, told the engine where no rewrite keeps it exact
+        # (`schema_engine="xgrammar"`: strings that could hold escapes lose bounds and pattern).
+        dropped: list[str] = []
+        engine = "xgrammar" if self.engine == "xgrammar" else None  # as a user would set it
+        sent = sent_schema(case.schema, engine, dropped)
+        self.loosened = bool(dropped)
         try:
             self._compile(json.dumps(sent))
             return

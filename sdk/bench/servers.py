@@ -22,8 +22,9 @@ through the engine's Python API, and compares which texts it accepts with our ma
   then judged as XGrammar reads that GBNF);
 - `xgrammar-json`, `guidance-json`: `constraint="json_schema"` (the default): a typed output's
   schema in `response_format` as the backend sends it (`sent_schema`), compiled by the
-  server's engine from the JSON Schema itself (XGrammar's `Grammar.from_json_schema`,
-  llguidance's `json_schema` grammar), MaskBench only, and compared with the grammar the agent
+  server's engine from the JSON Schema itself (XGrammar's `Grammar.from_json_schema`, with
+  `schema_engine="xgrammar"`; llguidance's `json_schema` grammar), MaskBench only, and
+  compared with the grammar the agent
   enforces for that output locally (`close_objects`: an object that declares members takes no
   others). What the engine accepts and that grammar forbids, the agent's validation takes or
   refuses (`looser`); what it refuses and that grammar allows, the model cannot write (a
