@@ -221,6 +221,23 @@ def test_bad_arguments_are_typed_errors() -> None:
         local_backend("vllm")
 
 
+def test_reproducible_mode_is_a_switch_and_an_environment_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`SDK_LLAMA_REPRODUCIBLE=1` reaches models named by a string; an explicit argument wins;
+    a value that is not a yes or a no is a `ConfigError` before anything loads."""
+    monkeypatch.setenv("SDK_LLAMA_REPRODUCIBLE", "1")
+    on = LlamaCppModel(smollm2_gguf_path(), n_ctx=256, n_threads=1)
+    assert on.reproducible and on._context is not None and on._context.span < 64
+    off = LlamaCppModel(smollm2_gguf_path(), n_ctx=256, n_threads=1, reproducible=False)
+    assert not off.reproducible and off._context is not None and off._context.span == 512
+    monkeypatch.setenv("SDK_LLAMA_REPRODUCIBLE", "maybe")
+    with pytest.raises(ConfigError, match="SDK_LLAMA_REPRODUCIBLE"):
+        LlamaCppModel("not-loaded-because-the-setting-is-bad")
+    monkeypatch.delenv("SDK_LLAMA_REPRODUCIBLE")
+    assert not LlamaCppModel(smollm2_gguf_path(), n_ctx=256, n_threads=1).reproducible
+
+
 def test_names_resolve_to_the_chosen_local_backend(
     llama: LlamaCppModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -28,7 +28,7 @@ from sdk.backends._llama_tokenizer import gguf_tokenizer
 from sdk.backends._openmp import cores as _cores
 from sdk.backends._openmp import one_thread, restore_threads
 from sdk.backends.chat_template import encode_prompt, index_for, render_prompt
-from sdk.errors import ContextLengthError, ModelLoadError
+from sdk.errors import ConfigError, ContextLengthError, ModelLoadError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -95,7 +95,8 @@ class LlamaCppModel:
             before it or beside it (cached prefixes, other runs sharing its decodes): prompts
             decode in parts of at most 63 tokens and the KV cache keeps each sequence's cells
             in order (`sdk.backends._llama_batch`). It costs about a fifth of prefill speed.
-            Off (the default), prompts decode up to 512 tokens at once and float rounding
+            Off (the default, unless `SDK_LLAMA_REPRODUCIBLE=1`, which also reaches models
+            named by a string), prompts decode up to 512 tokens at once and float rounding
             moves with the cache's history, enough to flip a greedy token at a near tie.
             Sliding-window models (Gemma-3) keep their window's cells in a full-size pool
             when it is on (llama.cpp's `swa_full`), paid in memory as cells fill; the promise
@@ -112,11 +113,17 @@ class LlamaCppModel:
         n_threads_batch: int | None = None,
         max_batch: int = 8,
         tokenizer: Any = None,
-        reproducible: bool = False,
+        reproducible: bool | None = None,
     ) -> None:
         from sdk._settings import check_int
         from sdk.backends.embedded import resolve_gguf
 
+        if reproducible is None:
+            flag = os.environ.get("SDK_LLAMA_REPRODUCIBLE", "").strip().lower()
+            if flag not in ("", "0", "1", "false", "true", "no", "yes", "off", "on"):
+                raise ConfigError(f"SDK_LLAMA_REPRODUCIBLE={flag!r}: expected 1 or 0")
+            reproducible = flag in ("1", "true", "yes", "on")
+        self.reproducible = bool(reproducible)
         gguf = resolve_gguf(path)
         if gguf is None:
             raise ModelLoadError(
@@ -162,7 +169,6 @@ class LlamaCppModel:
             check_int("n_threads_batch", n_threads_batch, 1) if n_threads_batch else cores
         )
         cparams.no_perf = True
-        self.reproducible = bool(reproducible)
         # A sliding-window pool of its own size reuses cells as they leave the window, out of
         # order; full-size, it fills like the main pool (`_llama_cells`).
         cparams.swa_full = self.reproducible
