@@ -398,3 +398,14 @@ def test_a_turns_logits_do_not_depend_on_what_ran_before() -> None:
     turn.close()
     assert 0 < max(sizes) < 64
     assert [float(np.abs(a - b).max()) for a, b in zip(want, got, strict=True)] == [0.0] * 7
+    # Rows after each token of a long forced run (what `decoding="best"` scores with) cross
+    # decodes here, and equal the same tokens fed one by one.
+    forced = prompt[:70]
+    turn, first = prefilled(prompt)
+    rows = turn.feed_rows(forced)
+    turn.close()
+    turn, one_by_one = prefilled(prompt)
+    singles = [turn.feed([t]) for t in forced]
+    turn.close()
+    assert float(np.abs(first[0] - one_by_one[0]).max()) == 0.0
+    assert float(np.abs(rows - np.stack(singles)).max()) == 0.0

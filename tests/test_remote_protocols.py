@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from sdk import tool
@@ -552,6 +554,39 @@ def test_patterns_are_sent_as_whole_string_matches(pattern: str, kept: bool) -> 
         want = re.search(pattern, text) is not None
         got = re.fullmatch(sent, text) is not None if not kept else want
         assert got == want, (pattern, sent, text)
+
+
+_PIECES = ["a", "b", "ab", ".", "^", "$", "|", "(", ")", "[ab]", "[^a]", "*", "?", "+",
+           "\\^", "\\$", "[$^]", "(?:", "\\d", "{2}"]  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=6), st.lists(st.sampled_from("ab1^$\n"),
+       max_size=5))  # fmt: skip
+def test_a_sent_pattern_matches_whole_strings_as_the_pattern_searches(
+    pieces: list[str], chars: list[str]
+) -> None:
+    """Property: wherever `full_match` rewrites a pattern, matching the whole string with the
+    rewrite accepts exactly the strings the pattern's search finds (Python's `re`, which
+    agrees with ECMA on these pieces); where it cannot, it leaves the pattern as it is."""
+    import re
+
+    from sdk.backends._sent_schema import full_match
+
+    pattern = "".join(pieces)
+    try:
+        re.compile(pattern)
+    except re.error:
+        return
+    sent = full_match(pattern)
+    if sent == pattern and not pattern.startswith("^[\\s\\S]*"):
+        return  # kept as it is (anchors elsewhere, or already whole)
+    text = "".join(chars)
+    assert (re.fullmatch(sent, text) is not None) == (re.search(pattern, text) is not None), (
+        pattern,
+        sent,
+        text,
+    )
 
 
 @pytest.mark.skipif(
