@@ -254,6 +254,27 @@ def test_a_refused_output_schema_is_sent_looser_and_counted(
     assert any("refused the output's JSON Schema" in r.message for r in caplog.records)
 
 
+def test_the_looser_schema_a_server_took_is_sent_first_next_time(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One refusal and one warning per schema: the next run's turn sends the looser schema
+    the server took, and still counts it as looser."""
+
+    class Shape(BaseModel):
+        tags: list[str] = Field(json_schema_extra={"uniqueItems": True})
+
+    srv = Server(400, reply('{"tags": ["a"]}'), reply('{"tags": ["b"]}'))
+    agent = Agent(srv.model(constraint="json_schema"), output_type=Shape)
+    with caplog.at_level("WARNING", logger="sdk.backends"):
+        first = agent.run_sync("A shape?")
+        warned = len(caplog.records)
+        second = agent.run_sync("Another?")
+    assert second.output == Shape(tags=["b"]) and len(caplog.records) == warned == 1
+    schemas = [b["response_format"]["json_schema"]["schema"] for b in srv.bodies]
+    assert "uniqueItems" in json.dumps(schemas[0]) and schemas[1] == schemas[2]
+    assert first.usage.loosened_turns == second.usage.loosened_turns == 1
+
+
 @pytest.mark.parametrize("run", ["sync", "async"])
 def test_a_schema_refused_even_looser_is_sent_as_json_alone(
     caplog: pytest.LogCaptureFixture, run: str
@@ -275,9 +296,9 @@ def test_a_schema_refused_even_looser_is_sent_as_json_alone(
         result = sent("A shape?")
     assert result.output == Shape(kind=3)
     kinds = [b["response_format"]["type"] for b in srv.bodies]
-    assert kinds == ["json_schema", "json_schema", "json_object", "json_schema"]
+    assert kinds == ["json_schema", "json_schema", "json_object", "json_object"]  # remembered
     assert any("JSON alone" in r.message for r in caplog.records)
-    assert result.usage.loosened_turns == 1  # the first turn; the retry's schema was taken
+    assert result.usage.loosened_turns == 2  # the turn and its retry
     with pytest.raises(RemoteModelError) as err:
         Agent(Server(400, 400, 422).model(constraint="json_schema"), output_type=Shape).run_sync(
             "A shape?"

@@ -183,6 +183,9 @@ class OpenAIChatModel:
             raise ValueError(f"schema_engine={schema_engine!r}: expected 'xgrammar' or None")
         self.schema_engine = schema_engine
         self._schemas: OrderedDict[str, tuple[dict[str, Any], list[str]]] = OrderedDict()
+        # A typed output's `response_format` the server refused, and the looser one it took:
+        # later turns send that one first (one refusal, one warning, per schema).
+        self._taken: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.base_url = base_url.rstrip("/")
         self.model_name = model
         self.api_key = api_key
@@ -468,13 +471,34 @@ class OpenAIChatModel:
         self._dialect = self.constraint
         return True
 
-    def _json_schema_format(self, schema: Mapping[str, Any]) -> dict[str, Any]:
-        # What the agent enforces locally, written as servers' engines read it (`sent_schema`:
-        # objects closed or open as the agent has them, patterns as whole-string matches).
-        return {
-            "type": "json_schema",
-            "json_schema": {"name": _schema_name(schema), "schema": self._sent(schema)[0]},
-        }
+    def _schema_format(self, schema: Mapping[str, Any], taken: bool = True) -> dict[str, Any]:
+        """A typed output's `response_format`: the schema the agent enforces, written as
+        servers' engines read it (`sent_schema`), as `json_schema`, or in llama-cpp-python's
+        `json_object` (whose converter refuses a pattern it cannot anchor and then takes any
+        JSON, silently). `taken`: the looser one a server took instead, where one did."""
+        sent = self._sent(schema)[0]
+        if self.constraint == "json_object":
+            fmt: dict[str, Any] = {"type": "json_object", "schema": sent}
+        else:
+            fmt = {
+                "type": "json_schema",
+                "json_schema": {"name": _schema_name(schema), "schema": sent},
+            }
+        if taken:
+            with self._lock:
+                hit = self._taken.get(_key(fmt))
+            if hit is not None:
+                return json.loads(json.dumps(hit))
+        return fmt
+
+    def _remember(self, body: dict[str, Any], retry: dict[str, Any]) -> None:
+        """The server took `retry`'s looser `response_format` after refusing `body`'s."""
+        fmt = body.get("response_format")
+        if isinstance(fmt, dict) and retry.get("response_format") != fmt:
+            with self._lock:
+                self._taken[_key(fmt)] = retry["response_format"]
+                while len(self._taken) > 64:
+                    self._taken.popitem(last=False)
 
     def _sent(self, schema: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
         """The typed output's schema as sent, and what `schema_engine` made looser in it
@@ -559,22 +583,16 @@ class OpenAIChatModel:
             if tag is not None:
                 body["response_format"] = tag
             elif grammar.mode == "output" and request.output_schema is not None:
-                body["response_format"] = self._json_schema_format(request.output_schema)
+                body["response_format"] = self._schema_format(request.output_schema)
         else:
             if request.tools:
                 body["tools"] = [t.to_openai() for t in request.tools]
                 body["tool_choice"] = _native_tool_choice(request)
                 if not parallel_tool_calls:
                     body["parallel_tool_calls"] = False
-            if grammar.mode == "output" and request.output_schema is not None:
-                schema = dict(request.output_schema)
-                if self.constraint == "json_schema":
-                    body["response_format"] = self._json_schema_format(schema)
-                elif self.constraint == "json_object":
-                    # llama-cpp-python's converter refuses a pattern it cannot anchor and
-                    # then falls back to any JSON, silently: sent as `sent_schema` writes it.
-                    sent = self._sent(schema)[0]
-                    body["response_format"] = {"type": "json_object", "schema": sent}
+            schema = request.output_schema
+            if grammar.mode == "output" and schema is not None and self.constraint != "none":
+                body["response_format"] = self._schema_format(schema)
         for k, v in self.extra_body.items():
             body[k] = v
         return body
@@ -622,7 +640,8 @@ class OpenAIChatModel:
             usage.loosened_turns = int(bool(self._gbnf_export(grammar).loosened))
         schema = request.output_schema
         if grammar.mode == "output" and schema is not None and self.constraint in _SCHEMA_MODES:
-            usage.loosened_turns = int(bool(self._sent(schema)[1]))
+            taken = _key(self._schema_format(schema, taken=False)) in self._taken
+            usage.loosened_turns = int(bool(self._sent(schema)[1]) or taken)
         u = data.get("usage") or {}
         with contextlib.suppress(TypeError, ValueError):
             usage.prompt_tokens = int(u.get("prompt_tokens") or 0)
@@ -670,6 +689,8 @@ class OpenAIChatModel:
                 self._announce(exc, retry, loose)
                 try:
                     data, loosened = self._http("/chat/completions", retry), loose
+                    if loose:
+                        self._remember(body, retry)
                     break
                 except RemoteModelError as again:
                     if self._gave_up(exc, again, loose):
@@ -715,6 +736,8 @@ class OpenAIChatModel:
                 self._announce(exc, retry, loose)
                 try:
                     data, loosened = await self._ahttp("/chat/completions", retry), loose
+                    if loose:
+                        self._remember(body, retry)
                     break
                 except RemoteModelError as again:
                     if self._gave_up(exc, again, loose):
@@ -733,6 +756,10 @@ class OpenAIChatModel:
 
 
 # ------------------------------------------------------------------ helpers
+
+
+def _key(fmt: Mapping[str, Any]) -> str:
+    return json.dumps(fmt, sort_keys=True, default=str)
 
 
 def _get(body: Mapping[str, Any], dotted: str) -> Any:
