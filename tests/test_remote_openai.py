@@ -265,11 +265,15 @@ def test_the_looser_schema_a_server_took_is_sent_first_next_time(
 
     srv = Server(400, reply('{"tags": ["a"]}'), reply('{"tags": ["b"]}'))
     agent = Agent(srv.model(constraint="json_schema"), output_type=Shape)
+
+    def refusals() -> int:
+        return sum("refused the output's JSON Schema" in r.message for r in caplog.records)
+
     with caplog.at_level("WARNING", logger="sdk.backends"):
         first = agent.run_sync("A shape?")
-        warned = len(caplog.records)
+        warned = refusals()
         second = agent.run_sync("Another?")
-    assert second.output == Shape(tags=["b"]) and len(caplog.records) == warned == 1
+    assert second.output == Shape(tags=["b"]) and refusals() == warned == 1
     schemas = [b["response_format"]["json_schema"]["schema"] for b in srv.bodies]
     assert "uniqueItems" in json.dumps(schemas[0]) and schemas[1] == schemas[2]
     assert first.usage.loosened_turns == second.usage.loosened_turns == 1

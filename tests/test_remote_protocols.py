@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
@@ -582,6 +582,7 @@ def test_a_sent_pattern_matches_whole_strings_as_the_pattern_searches(
     if sent == pattern and not pattern.startswith("^[\\s\\S]*"):
         return  # kept as it is (anchors elsewhere, or already whole)
     text = "".join(chars)
+    assume(not text.endswith("\n"))  # Python's `$` also matches before a final newline; ECMA's not
     assert (re.fullmatch(sent, text) is not None) == (re.search(pattern, text) is not None), (
         pattern,
         sent,
