@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from sdk.engine import CompiledGrammar, Matcher, _products
@@ -66,22 +66,22 @@ def _lazy_and_table(pattern: str) -> tuple[au.AnyDfa, au.Dfa]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(au, "DIRECT_WEIGHT", 0)  # build from parts wherever possible
         mp.setattr(au, "LAZY_MIN_STATES", 0)  # every counted repeat lazy
-        try:
-            lazy = au.compile_node(node)
-        except TooComplexError:
-            # Refused, a typed error, never a wrong mask. Built from parts, nested counted
-            # repeats can run past the subset budget where the whole does not:
-            # `(?:x(?:a){0,1}|y(?:(?:(?:é){1,10}){2,11}){3,12})` (2,069 states at 5M steps;
-            # a table by default). Open: the part build should not refuse what the whole takes.
-            assume(False)
-            raise
+        lazy = au.compile_node(node)  # what the whole takes, the parts take too
     assert isinstance(table, au.Dfa)
     return lazy, table
 
 
-@given(pattern=_regexes(), data=st.data())
+# A lazy counted repeat as the item of another was not counted: each outer copy rebuilt the
+# inner repeat's copies (12 x 11 of `é{1,10}`), and subset construction ran past its budget
+# (5.3M steps) where the whole pattern takes 4.7M.
+_NESTED_COUNTS = "(?:x(?:a){0,1}|y(?:(?:(?:é){1,10}){2,11}){3,12})"
+
+
+@given(pattern=_regexes(), s=st.text(alphabet='abcdxy"\\é', max_size=12))
+@example(pattern=_NESTED_COUNTS, s="y" + "é" * 6)
+@example(pattern=_NESTED_COUNTS, s="y" + "é" * 5)
 @settings(max_examples=150, deadline=None)
-def test_lazy_automata_have_the_languages_of_tables(pattern: str, data: st.DataObject) -> None:
+def test_lazy_automata_have_the_languages_of_tables(pattern: str, s: str) -> None:
     """Lazy construction against subset construction on random regexes: equal languages
     (products both ways empty, through `materialize`), agreeing on strings, and every state
     of the lazy automaton live (it can still complete) as exact masks need."""
@@ -92,7 +92,6 @@ def test_lazy_automata_have_the_languages_of_tables(pattern: str, data: st.DataO
     assert not lazy_plus.nullable and not lazy_plus.matches(b"")
     assert au.product(lazy_plus, table_plus, negate_b=True).is_empty, pattern
     assert au.product(table_plus, lazy_plus, negate_b=True).is_empty, pattern
-    s = data.draw(st.text(alphabet='abcdxy"\\é', max_size=12))
     assert lazy.matches(s.encode()) == table.matches(s.encode()), (pattern, s)
     # A lookahead sees the rest of its own group (docs/internals/grammar-dialect.md), where
     # Python's sees the rest of the string: `re` is the oracle for patterns without one.

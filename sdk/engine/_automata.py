@@ -123,10 +123,14 @@ def _cached_sequences(ranges: rx.Ranges) -> list[list[tuple[int, int]]]:
 
 
 class Nfa:
-    def __init__(self) -> None:
+    def __init__(self, counted: dict[rx.Repeat, Dfa | None] | None = None) -> None:
         self.eps: list[list[int]] = []
         self.edges: list[list[tuple[int, int, int]]] = []
         self.cap = OWNER.limits.nfa_states
+        #: Per counted repeat, its direct table (None: it has none), worked out once for all
+        #: the copies a build makes: `(?:(?:(?:é){1,10}){2,11}){3,12}` made 12 copies of the
+        #: middle repeat, each compiling it (and its item) again.
+        self.counted: dict[rx.Repeat, Dfa | None] = {} if counted is None else counted
 
     def state(self) -> int:
         if len(self.eps) >= self.cap:
@@ -177,9 +181,13 @@ class Nfa:
 
     def build_repeat(self, node: rx.Repeat) -> tuple[int, int]:
         if node.max is not None and node.max > 4:
-            direct = _counted_repeat(node)
+            if node in self.counted:
+                direct = self.counted[node]
+            else:
+                got = _counted_repeat(node)
+                direct = self.counted[node] = None if got is None else table(got)
             if direct is not None:
-                return self.embed(table(direct))
+                return self.embed(direct)
         s = cur = self.state()
         for _ in range(node.min):
             a, b = self.build(node.item)
@@ -225,7 +233,16 @@ def _counted_repeat(node: rx.Repeat) -> AnyDfa | None:
     lo, hi = node.min, node.max
     x = compile_node(node.item)
     if not isinstance(x, Dfa):
-        return None
+        # A lazy item (a counted repeat itself): counted on its table, which the NFA path
+        # would embed once per copy anyway. Refused, every copy rebuilt from its own parts
+        # (`(?:(?:é{1,10}){2,11}){3,12}` lazily: 132 Thompson copies of `é{1,10}`, not 12 of
+        # the 222-state `(?:é{1,10}){2,11}`) ran subset construction past its budget.
+        if x.nullable:
+            return None  # neither construction takes it: the NFA path, as before
+        try:
+            x = table(x)
+        except TooComplexError:
+            return None
     if not _countable(x):
         return None if x.nullable or hi < 1 else _counted_sets(x, lo, hi)
     width = item_width(x)
@@ -457,11 +474,14 @@ def compile_node(node: rx.Node) -> AnyDfa:
     words = _finite_words(node)
     if words is not None:
         return _chain(words[0]) if len(words) == 1 else _trie(words)
+    counted: dict[rx.Repeat, Dfa | None] = {}
     if _weight(node) > DIRECT_WEIGHT:
         direct = _compile_direct(node)
         if direct is not None:
             return direct
-    nfa = Nfa()
+        if isinstance(node, rx.Repeat) and node.max is not None:
+            counted[node] = None  # `_counted_repeat` refused it just now: not twice
+    nfa = Nfa(counted)
     s, e = nfa.build(node)
     dfa = determinize(nfa, s, e)
     return minimize(dfa) if dfa.n_states <= 20_000 else dfa
