@@ -38,6 +38,7 @@ before it are kept and only the cut one is dropped.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from dataclasses import dataclass
@@ -180,6 +181,15 @@ class GateRun:
         self.think_open = self.thinking and gate.reasoning_opened
         if self.thinking:
             self.boundary = False  # the decision waits for the reasoning's end
+
+    def snapshot(self) -> GateRun:
+        """An independent copy of this state (a turn that backs out of its text, `_retreat`,
+        restores it)."""
+        other = copy.copy(self)
+        other.text = bytearray(self.text)
+        other.decisions = list(self.decisions)
+        other.bodies = set(self.bodies)
+        return other
 
     def wants_raw(self) -> bool:
         """Does the next `steer` need the logits before the grammar's mask (to read the

@@ -13,6 +13,7 @@ scripted token), so tests exercise exactly this loop and the real grammar.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from sdk.decoding._alignment import give_back_extendable
 from sdk.decoding._gate import PROBE, CallGate, GateRun
+from sdk.decoding._retreat import Retreat
 from sdk.decoding.formats import HERMES, ParsedCall, ToolCallFormat
 from sdk.engine.logits import (
     Logits,
@@ -41,6 +43,8 @@ if TYPE_CHECKING:
     from sdk.engine.matcher import Matcher
     from sdk.engine.tokenizer import TokenizerIndex
     from sdk.messages import Message
+
+_log = logging.getLogger("sdk.decoding")
 
 __all__ = [
     "RUNAWAY_TOKENS",
@@ -265,6 +269,7 @@ def generate_turn(
         _generator(sampling),
         GateRun(gate, index) if gate is not None and matcher is not None else None,
         usage,
+        Retreat(index) if runaways != "reply" else None,
     )
     t_start = time.perf_counter()
     try:
@@ -302,12 +307,14 @@ class _Turn:
     generator: Rng | None
     steer: GateRun | None
     usage: Usage
+    retreat: Retreat | None  # free text's dead ends (`_retreat`); None: all of it is a value
     out: list[int] = field(default_factory=list)
     feed: list[int] = field(default_factory=list)  # the last step's tokens (maybe not fed)
     finish: str = "length"
     dropped: str = ""  # what was cut off the end: "repeat" (a repeated call), "truncated"
     runaway: str = ""
     mask_time: float = 0.0
+    resume: Logits | None = None  # the logits to go on from after backing out of a dead end
 
     def start(self) -> Logits | None:
         """Run the prompt and the turn's forced start; the logits after them, None when the
@@ -350,14 +357,24 @@ class _Turn:
             logits = as_float(logits)
             feed: list[int] = []
             preset: int | None = None  # a token already chosen (by the call probe)
+            retreat = self._free_text()
+            if retreat is not None:
+                retreat.at_step(logits, len(out), matcher, self.steer)
             t0 = time.perf_counter()
             if matcher is not None:
                 feed, preset = self._constrain(matcher, logits)
                 if not feed and all_neginf(logits):
                     raise _rejected(index, out, "the grammar allows none of the model's tokens")
             self.mask_time += time.perf_counter() - t0
+            if retreat is not None and not feed and preset is None:
+                retreat.ban(logits)
+                if all_neginf(logits):  # every way on was a dead end
+                    self.runaway = " "
+                    return
             if not feed:
                 tid = _choose(logits, sampling, generator) if preset is None else preset
+                if retreat is not None:
+                    retreat.chose(tid)
                 if tid in eos:
                     if matcher is not None:
                         matcher.advance(tid)
@@ -376,10 +393,45 @@ class _Turn:
                 self.mask_time += time.perf_counter() - t0
             if self._extend(feed):
                 return
+            if self.resume is not None:  # backed out of a dead end: on from its origin
+                logits, self.resume = self.resume, None
+                continue
             if cancel is not None and cancel.is_set():
                 raise TurnCancelled("the run was cancelled")
             logits = session.feed(feed)
             usage.forward_passes += 1
+
+    def _free_text(self) -> Retreat | None:
+        """The dead-end watch where the turn is in free text now (None inside a call, whose
+        free text after it starts afresh, or where all of the reply is a value)."""
+        retreat, steer = self.retreat, self.steer
+        if retreat is not None and steer is not None and steer.in_call:
+            retreat.reset()
+            return None
+        return retreat
+
+    def _dead_end(self, retreat: Retreat) -> bool:
+        """Free text wrote `BLANK_RUN` blanks in a row: back out to where it began with the
+        token it began with banned (`_retreat`); True when the turn stops instead."""
+        out, feed, session, matcher = self.out, self.feed, self.session, self.matcher
+        origin = retreat.back(out) if hasattr(session, "rollback") else None
+        if origin is None:
+            self.runaway = self.index.decode_bytes(out[-1:]).decode("utf-8", errors="replace")
+            return True  # finish stays "length": cut where it stopped making progress
+        cast("RollbackSession", session).rollback(len(out) - len(feed) - origin.n_out)
+        if matcher is not None:
+            matcher.rollback(len(matcher.tokens) - origin.n_matcher)
+        banned = self.index.decode_bytes(out[origin.n_out : origin.n_out + 1])
+        _log.info(
+            "free text ran into blanks after %r; backed out, %r banned there",
+            self.index.decode_bytes(out[origin.n_out :][:8]),
+            banned,
+        )
+        del out[origin.n_out :]
+        self.resume, self.steer = retreat.restore(origin)
+        if self.on_progress is not None:
+            self.on_progress(out)
+        return False
 
     def _constrain(self, matcher: Matcher, logits: Logits) -> tuple[list[int], int | None]:
         """Mask `logits` with the grammar, and let the gate steer them. The tokens to force
@@ -456,6 +508,9 @@ class _Turn:
             self.on_progress(out)
         if self.dropped:
             return True
+        retreat = self._free_text()
+        if retreat is not None and retreat.blank(feed):
+            return self._dead_end(retreat)
         runaways = self.runaways
         if runaways is not None and (runaways == "reply" or (steer is not None and steer.in_call)):
             period = runaway_period(out)

@@ -1,0 +1,152 @@
+"""Free text the mask leads into a dead end backs out instead of writing blanks to max_tokens.
+
+A model whose preferences are given token by token (the real SmolLM2 tokenizer, the real turn
+grammar, an agent run): it answers a tool result by opening a JSON fence, as Qwen2.5-Coder-0.5B
+did in a new-user app, and once `{` is masked it prefers a space to anything else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+import torch
+
+from sdk import Agent, tool
+from sdk.backends.chat_template import encode_prompt, render_prompt
+from sdk.backends.test import TestModel
+from sdk.decoding._retreat import BLANK_RUN, MAX_RETREATS
+from sdk.decoding.generate import TurnRequest
+
+Wants = Callable[[bytes], Sequence[str]]
+
+
+class _Session:
+    """Logits ranking `wants(text so far)` in order (single tokens), everything else -inf."""
+
+    def __init__(self, model: _Prefers, prompt_ids: list[int]) -> None:
+        self.model = model
+        self.prompt_ids = prompt_ids
+        self.cached_tokens = 0
+        self.fed: list[int] = []
+
+    def _logits(self) -> torch.Tensor:
+        tb = self.model.index.token_bytes
+        done = b"".join(tb[t] for t in self.fed)
+        logits = torch.full((self.model.index.vocab_size,), float("-inf"))
+        for rank, text in enumerate(self.model.wants(done)):
+            tid = self.model.eos if text == "<eos>" else self.model.token(text)
+            logits[tid] = -float(rank)
+        return logits
+
+    def prefill(self) -> torch.Tensor:
+        return self._logits()
+
+    def feed(self, ids: Sequence[int]) -> torch.Tensor:
+        self.fed += ids
+        self.model.passes += 1
+        return self._logits()
+
+    def rollback(self, n: int) -> None:
+        self.model.rollbacks.append(n)
+        del self.fed[len(self.fed) - n :]
+
+    def close(self) -> None:
+        return None
+
+
+class _Prefers(TestModel):
+    def __init__(self, wants: Wants, tokenizer: Any) -> None:
+        super().__init__((), tokenizer=tokenizer)
+        self.wants = wants
+        self.passes = 0
+        self.rollbacks: list[int] = []
+        self.eos = min(self.index.eos_ids)
+
+    def token(self, text: str) -> int:
+        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        assert len(ids) == 1, (text, ids)
+        return int(ids[0])
+
+    def begin_turn(self, request: TurnRequest) -> _Session:  # type: ignore[override]
+        prompt = render_prompt(self.tokenizer, request)
+        return _Session(self, encode_prompt(self.tokenizer, prompt))
+
+
+@tool
+def lookup_stock(sku: str) -> int:
+    """Units in stock."""
+    return 1
+
+
+def _fence_wants(answer: Sequence[str]) -> Wants:
+    """Opens "```json\n[" and then wants `{`, a space next; `answer`, token by token, is its
+    second choice at the start (then EOS)."""
+    fence = ["```", "json", "\n", "["]
+
+    def wants(done: bytes) -> Sequence[str]:
+        text = done.decode()
+        if not text:
+            return [fence[0], answer[0]]
+        for i in range(1, len(fence) + 1):
+            if text == "".join(fence[:i]):
+                return [fence[i]] if i < len(fence) else ["{", " "]
+        if text.startswith("".join(fence)):
+            return ["{", " "]
+        for i in range(1, len(answer) + 1):
+            if text == "".join(answer[:i]):
+                return [answer[i]] if i < len(answer) else ["<eos>"]
+        return ["<eos>"]
+
+    return wants
+
+
+def test_an_answer_that_runs_into_blanks_backs_out_and_answers(smollm2_tokenizer: Any) -> None:
+    model = _Prefers(_fence_wants(["The", " answer", " is", " one"]), smollm2_tokenizer)
+    agent = Agent(model, tools=[lookup_stock], tool_choice="none", max_tokens=400)
+    result = agent.run_sync("Check stock of C-300.")
+    assert result.output == "The answer is one"
+    assert result.finish_reason == "stop"
+    # it went back once, over the fence and BLANK_RUN blanks, instead of writing to max_tokens
+    assert model.rollbacks == [len(["```", "json", "\n", "["]) + BLANK_RUN - 1]
+    assert model.passes < 4 + BLANK_RUN + 8
+
+
+def test_a_dead_end_at_every_start_stops_as_a_runaway(smollm2_tokenizer: Any) -> None:
+    """Every way the text may start leads into blanks: it stops after `MAX_RETREATS` tries,
+    far before max_tokens, cut ("length") where it stopped making progress."""
+    starts = ["```", "[", " [", " ```"]  # JSON may not open an answer: `{` is masked after each
+
+    def wants(done: bytes) -> Sequence[str]:
+        text = done.decode()
+        if not text:
+            return starts
+        return ["{", " "]
+
+    model = _Prefers(wants, smollm2_tokenizer)
+    agent = Agent(model, tools=[lookup_stock], tool_choice="none", max_tokens=1000)
+    result = agent.run_sync("Check stock of C-300.")
+    assert result.finish_reason == "length"
+    assert len(model.rollbacks) == MAX_RETREATS
+    assert model.passes <= (MAX_RETREATS + 1) * (BLANK_RUN + 1)
+    assert result.output.strip() == starts[MAX_RETREATS].strip()
+
+
+@pytest.mark.parametrize("blanks", [BLANK_RUN - 1, 3])
+def test_blanks_short_of_a_dead_end_are_the_models_text(
+    smollm2_tokenizer: Any, blanks: int
+) -> None:
+    """Fewer than `BLANK_RUN` blank tokens in a row are left as the model wrote them."""
+    words = ["Hi", *[" "] * blanks, "there"]
+
+    def wants(done: bytes) -> Sequence[str]:
+        text = done.decode()
+        for i in range(len(words)):
+            if text == "".join(words[:i]):
+                return [words[i]]
+        return ["<eos>"]
+
+    model = _Prefers(wants, smollm2_tokenizer)
+    result = Agent(model, tools=[lookup_stock], tool_choice="none").run_sync("x")
+    assert result.output == "".join(words) and not model.rollbacks
