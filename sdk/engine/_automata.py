@@ -14,7 +14,7 @@ pieces that do not recurse live apart: table operations (`_dfa_ops`), subset con
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import cast
 
 import numpy as np
@@ -500,6 +500,21 @@ def _excluding_run(looks: Sequence[rx.Node], rest: rx.Node) -> AnyDfa:
     return _look_product(rx.Look(rx.Alt(others), negative=True), table(inner))
 
 
+def _glued(glue: Callable[[], AnyDfa]) -> AnyDfa | None:
+    """The parts' automata glued (concatenated, alternated), or None (the node's own Thompson
+    NFA, as `compile_node` builds light nodes) when that is refused. Gluing tables runs subset
+    construction over sets of the parts' DFA states, which can be far more than the sets of
+    NFA states they stand for: `c?(?:X){1,7}`, X `[^a]{2,5}(?:a|[^a]){0,6}`, reached 100,000
+    (Limits.dfa_states) gluing `c?` to the 30,648-state table of the repeat, where the whole
+    pattern's NFA gives 31,793. The parts take what the whole takes. Only gluing falls back: a
+    part refused on its own stands (its `compile_node` had this fallback already), so nesting
+    does not retry a deep refusal at every level above it."""
+    try:
+        return glue()
+    except TooComplexError:
+        return None
+
+
 def _compile_direct(node: rx.Node) -> AnyDfa | None:
     if isinstance(node, rx.Seq):
         items = node.items
@@ -535,10 +550,7 @@ def _compile_direct(node: rx.Node) -> AnyDfa | None:
             if not parts:  # every item light, however heavy together: one NFA
                 return None
             parts.append(compile_node(rx.Seq(tuple(light))))
-        out = parts[0]
-        for p in parts[1:]:
-            out = concat(out, p)
-        return out
+        return _glued(lambda: functools.reduce(concat, parts))
     if isinstance(node, rx.Alt):
         heavy = [i for i in node.items if _weight(i) > DIRECT_WEIGHT]
         if not heavy:
@@ -550,7 +562,7 @@ def _compile_direct(node: rx.Node) -> AnyDfa | None:
         parts = [compile_node(i) for i in heavy]
         if small:
             parts.append(compile_node(small[0] if len(small) == 1 else rx.Alt(small)))
-        return alternate(parts)
+        return _glued(lambda: alternate(parts))
     if isinstance(node, rx.Repeat) and node.max is not None:
         return _counted_repeat(node)
     return None
