@@ -19,11 +19,12 @@ from sdk.backends.test import TestModel
 from sdk.decoding._retreat import BLANK_RUN, MAX_RETREATS
 from sdk.decoding.generate import TurnRequest
 
-Wants = Callable[[bytes], Sequence[str]]
+Wants = Callable[[bytes], Sequence[str | tuple[str, float]]]
 
 
 class _Session:
-    """Logits ranking `wants(text so far)` in order (single tokens), everything else -inf."""
+    """Logits ranking `wants(text so far)` in order (single tokens, or `(token, logit)`),
+    everything else -inf."""
 
     def __init__(self, model: _Prefers, prompt_ids: list[int]) -> None:
         self.model = model
@@ -35,9 +36,9 @@ class _Session:
         tb = self.model.index.token_bytes
         done = b"".join(tb[t] for t in self.fed)
         logits = torch.full((self.model.index.vocab_size,), float("-inf"))
-        for rank, text in enumerate(self.model.wants(done)):
-            tid = self.model.eos if text == "<eos>" else self.model.token(text)
-            logits[tid] = -float(rank)
+        for rank, want in enumerate(self.model.wants(done)):
+            text, logit = want if isinstance(want, tuple) else (want, -float(rank))
+            logits[self.model.eos if text == "<eos>" else self.model.token(text)] = logit
         return logits
 
     def prefill(self) -> torch.Tensor:
@@ -80,20 +81,22 @@ def lookup_stock(sku: str) -> int:
     return 1
 
 
-def _fence_wants(answer: Sequence[str]) -> Wants:
-    """Opens "```json\n[" and then wants `{`, a space next; `answer`, token by token, is its
-    second choice at the start (then EOS)."""
+def _fence_wants(
+    answer: Sequence[str], after: Sequence[str | tuple[str, float]] = ("{", " ")
+) -> Wants:
+    """Opens "```json\n[" and then wants `after` (`{`, a space next); `answer`, token by
+    token, is its second choice at the start (then EOS)."""
     fence = ["```", "json", "\n", "["]
 
-    def wants(done: bytes) -> Sequence[str]:
+    def wants(done: bytes) -> Sequence[str | tuple[str, float]]:
         text = done.decode()
         if not text:
             return [fence[0], answer[0]]
         for i in range(1, len(fence) + 1):
             if text == "".join(fence[:i]):
-                return [fence[i]] if i < len(fence) else ["{", " "]
-        if text.startswith("".join(fence)):
-            return ["{", " "]
+                return [fence[i]] if i < len(fence) else after
+        if text.startswith("".join(fence)):  # after it, blanks at most: `after`
+            return after if not text[len("".join(fence)) :].strip() else ["<eos>"]
         for i in range(1, len(answer) + 1):
             if text == "".join(answer[:i]):
                 return [answer[i]] if i < len(answer) else ["<eos>"]
@@ -131,6 +134,25 @@ def test_a_dead_end_at_every_start_stops_as_a_runaway(smollm2_tokenizer: Any) ->
     assert len(model.rollbacks) == MAX_RETREATS
     assert model.passes <= (MAX_RETREATS + 1) * (BLANK_RUN + 1)
     assert result.output.strip() == starts[MAX_RETREATS].strip()
+
+
+@pytest.mark.parametrize(("second", "backs_out"), [(-6.0, True), (-3.0, False)])
+def test_a_step_the_mask_leaves_almost_nothing_is_a_dead_end(
+    smollm2_tokenizer: Any, second: float, backs_out: bool
+) -> None:
+    """After the fence, `{` is masked and the model's next choice has e^second of its mass
+    against 1: under 1 % (`DEAD_SHARE`) the text backs out and answers; at 5 % the text is the
+    model's, as it wrote it."""
+    after = [("{", 0.0), ("'", second)]
+    model = _Prefers(_fence_wants(["The", " answer"], after), smollm2_tokenizer)
+    agent = Agent(model, tools=[lookup_stock], tool_choice="none", max_tokens=400)
+    result = agent.run_sync("Check stock of C-300.")
+    if backs_out:
+        assert result.output == "The answer" and model.rollbacks == [
+            len(["```", "json", "\n", "["])
+        ]
+    else:
+        assert result.output == "```json\n['" and not model.rollbacks
 
 
 @pytest.mark.parametrize("blanks", [BLANK_RUN - 1, 3])

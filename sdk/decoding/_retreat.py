@@ -9,16 +9,23 @@ greedy decoding goes on with the only other thing it finds plausible, a space, u
 (`sdk.decoding.exact`) at its worst: the prefix has all but no valid mass left, yet each
 step renormalizes what remains.
 
-So where an answer's free text has written `BLANK_RUN` whitespace-only tokens in a row, the
-turn goes back to where that text began (its first non-blank token, at the turn's start or
-after its last call) and bans the token it chose there, at most `MAX_RETREATS` times, then
-stops as a runaway (`TurnOutput.runaway`, a "length" finish). Legitimate text does not write
-32 blank tokens in a row (tokenizers merge runs of spaces and newlines), so this changes no
-output that ends.
+The same funnel without blanks: asked to answer a weather result, it wrote "```json\n[\n"
+and then, its `"` masked, `'https://api.weatherapi.com/...'` as the answer. The mask left the
+model 0.6 % of its own mass after "```json\n", 0.04 % by the URL.
+
+So free text is a dead end where a step's mask leaves the model less than `DEAD_SHARE` of its
+own probability (it is writing what the grammar rules out, a call or JSON), or where it has
+written `BLANK_RUN` whitespace-only tokens in a row. The turn then goes back to where that
+text began (its first non-blank token, at the turn's start or after its last call) and bans
+the token it chose there, at most `MAX_RETREATS` times; a blank run after that stops the turn
+as a runaway (`TurnOutput.runaway`, a "length" finish). Text the grammar allows anyway is
+untouched (the answer grammar rules out only a call's opener and JSON at the start), and
+legitimate text does not write 32 blank tokens in a row (tokenizers merge runs of spaces).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -34,7 +41,10 @@ if TYPE_CHECKING:
 BLANK_RUN = 32
 """Whitespace-only tokens in a row, in free text, that make a dead end."""
 MAX_RETREATS = 3
-"""Tokens banned at one place before the turn gives up and stops there."""
+"""Tokens banned at one place before the turn gives up (and stops, at a blank run)."""
+DEAD_SHARE = math.log(0.01)
+"""A step of free text where the mask leaves less of the model's own mass than this (log) is
+a dead end too: the model is writing something the grammar rules out."""
 
 _WS = b" \t\r\n"
 
@@ -97,13 +107,21 @@ class Retreat:
             self.blank_run = 0
         return self.blank_run >= BLANK_RUN
 
+    def can_back(self, n_out: int) -> bool:
+        """Is there free text to back out of, and a try left?"""
+        origin = self.origin
+        return (
+            origin is not None
+            and self.frozen
+            and self.retreats < MAX_RETREATS
+            and n_out > origin.n_out
+        )
+
     def back(self, out: list[int]) -> _Origin | None:
         """The origin to go back to, with the token that led away from it banned; None when
-        the turn must stop instead."""
+        there is none (`can_back`)."""
         origin = self.origin
-        if origin is None or not self.frozen or self.retreats >= MAX_RETREATS:
-            return None
-        if len(out) <= origin.n_out:
+        if origin is None or not self.can_back(len(out)):
             return None
         self.banned.append(out[origin.n_out])
         self.retreats += 1

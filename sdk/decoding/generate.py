@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from sdk.decoding._alignment import give_back_extendable
 from sdk.decoding._gate import PROBE, CallGate, GateRun
-from sdk.decoding._retreat import Retreat
+from sdk.decoding._retreat import DEAD_SHARE, Retreat
 from sdk.decoding.formats import HERMES, ParsedCall, ToolCallFormat
 from sdk.engine.logits import (
     Logits,
@@ -358,14 +358,27 @@ class _Turn:
             feed: list[int] = []
             preset: int | None = None  # a token already chosen (by the call probe)
             retreat = self._free_text()
+            total: float | None = None  # the model's own mass, where a collapse is watched for
             if retreat is not None:
                 retreat.at_step(logits, len(out), matcher, self.steer)
+                if matcher is not None and self._can_back_out(retreat):
+                    total = logsumexp(logits)
             t0 = time.perf_counter()
             if matcher is not None:
                 feed, preset = self._constrain(matcher, logits)
                 if not feed and all_neginf(logits):
                     raise _rejected(index, out, "the grammar allows none of the model's tokens")
             self.mask_time += time.perf_counter() - t0
+            if (
+                total is not None
+                and retreat is not None
+                and not feed
+                and preset is None
+                and logsumexp(logits) - total < DEAD_SHARE
+                and self._back_out(retreat, unfed=0, why="the mask left it almost nothing")
+            ):
+                logits, self.resume = cast("Logits", self.resume), None
+                continue
             if retreat is not None and not feed and preset is None:
                 retreat.ban(logits)
                 if all_neginf(logits):  # every way on was a dead end
@@ -410,28 +423,40 @@ class _Turn:
             return None
         return retreat
 
+    def _can_back_out(self, retreat: Retreat) -> bool:
+        return retreat.can_back(len(self.out)) and hasattr(self.session, "rollback")
+
     def _dead_end(self, retreat: Retreat) -> bool:
-        """Free text wrote `BLANK_RUN` blanks in a row: back out to where it began with the
-        token it began with banned (`_retreat`); True when the turn stops instead."""
-        out, feed, session, matcher = self.out, self.feed, self.session, self.matcher
-        origin = retreat.back(out) if hasattr(session, "rollback") else None
+        """Free text wrote `BLANK_RUN` blanks in a row: back out of it (`_back_out`); True
+        when the turn stops there instead."""
+        if self._can_back_out(retreat):
+            self._back_out(retreat, unfed=len(self.feed), why="it ran into blanks")
+            return False
+        self.runaway = self.index.decode_bytes(self.out[-1:]).decode("utf-8", errors="replace")
+        return True  # finish stays "length": cut where it stopped making progress
+
+    def _back_out(self, retreat: Retreat, *, unfed: int, why: str) -> bool:
+        """Go back to where the free text began, the token it began with banned there
+        (`_retreat`); `self.resume` holds the logits to go on from. `unfed`: the last tokens
+        of `out` the session has not seen yet."""
+        out, session, matcher = self.out, self.session, self.matcher
+        origin = retreat.back(out)
         if origin is None:
-            self.runaway = self.index.decode_bytes(out[-1:]).decode("utf-8", errors="replace")
-            return True  # finish stays "length": cut where it stopped making progress
-        cast("RollbackSession", session).rollback(len(out) - len(feed) - origin.n_out)
+            return False
+        cast("RollbackSession", session).rollback(len(out) - unfed - origin.n_out)
         if matcher is not None:
             matcher.rollback(len(matcher.tokens) - origin.n_matcher)
-        banned = self.index.decode_bytes(out[origin.n_out : origin.n_out + 1])
         _log.info(
-            "free text ran into blanks after %r; backed out, %r banned there",
-            self.index.decode_bytes(out[origin.n_out :][:8]),
-            banned,
+            "free text %r: %s; backed out, %r banned where it began",
+            self.index.decode_bytes(out[origin.n_out :][-16:]),
+            why,
+            self.index.decode_bytes(out[origin.n_out : origin.n_out + 1]),
         )
         del out[origin.n_out :]
         self.resume, self.steer = retreat.restore(origin)
         if self.on_progress is not None:
             self.on_progress(out)
-        return False
+        return True
 
     def _constrain(self, matcher: Matcher, logits: Logits) -> tuple[list[int], int | None]:
         """Mask `logits` with the grammar, and let the gate steer them. The tokens to force
