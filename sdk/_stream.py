@@ -17,7 +17,7 @@ from typing import Any
 
 import pydantic_core
 
-from sdk.events import ArgsDelta, CallDropped, CallStarted, StreamEvent, TextDelta
+from sdk.events import ArgsDelta, CallDropped, CallStarted, StreamEvent, TextDelta, TextWithdrawn
 
 __all__ = ["TokenStream", "TurnScanner"]
 
@@ -81,6 +81,24 @@ class TurnScanner:
         while self.buf:
             if not (self._call() if self.in_call else self._text()):
                 break
+
+    def withdraw(self, chars: int) -> None:
+        """Take back the last `chars` characters fed: free text the decoding loop backed out of
+        (`sdk.decoding._retreat`). What was held back goes first; the rest is withdrawn from
+        what was emitted (`TextWithdrawn`)."""
+        if chars <= 0:
+            return
+        if self.thinking:  # still in `seen` (deciding whether the turn reasons)
+            keep = max(len(self.seen) - chars, 0)
+            self.seen = self.seen[:keep]
+            if self.sent_think > keep:
+                self.emit(TextWithdrawn(self.step, self.sent_think - keep))
+                self.sent_think = keep
+            return
+        held = min(chars, len(self.buf))
+        self.buf = self.buf[: len(self.buf) - held]
+        if chars > held:
+            self.emit(TextWithdrawn(self.step, chars - held))
 
     def _think(self, text: str) -> str:
         """Pass reasoning text through as text; returns what follows the span."""
@@ -257,12 +275,15 @@ def _opener_prefix_len(text: str, opener: str) -> int:
 class TokenStream:
     """The decoding loop's view: the turn's token ids after each step, decoded incrementally
     (a character split across tokens waits for its last byte). A shorter list means the loop
-    cut the last call away (a repeat): that call is withdrawn."""
+    cut the last call away (a repeat: that call is withdrawn, and the turn ends), or backed out
+    of free text (a dead end: that text is withdrawn, and the turn goes on)."""
 
     def __init__(self, scanner: TurnScanner, decode: Callable[[Sequence[int]], bytes]) -> None:
         self.scanner = scanner
         self.decode = decode
         self.seen = 0
+        self.ids: list[int] = []
+        self.text = ""  # all the scanner was fed
         self.utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         self.dropped = False
 
@@ -270,13 +291,27 @@ class TokenStream:
         if self.dropped:
             return
         if len(out) < self.seen:
-            self.dropped = True
-            self.scanner.emit(CallDropped(self.scanner.step, self.scanner.index))
+            self._cut(out)
             return
         new = out[self.seen :]
         self.seen = len(out)
         if new:
-            self.scanner.feed(self.utf8.decode(self.decode(new)))
+            self.ids += new
+            piece = self.utf8.decode(self.decode(new))
+            self.text += piece
+            self.scanner.feed(piece)
+
+    def _cut(self, out: Sequence[int]) -> None:
+        gone = self.decode(self.ids[len(out) :])
+        opener = self.scanner.opener
+        if self.scanner.in_call or (opener and opener.encode() in gone):
+            self.dropped = True
+            self.scanner.emit(CallDropped(self.scanner.step, self.scanner.index))
+            return
+        utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+        text = utf8.decode(self.decode(out))
+        self.scanner.withdraw(len(self.text) - len(text))
+        self.utf8, self.text, self.seen, self.ids = utf8, text, len(out), list(out)
 
     def finish(self) -> None:
         if not self.dropped:

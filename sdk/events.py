@@ -5,7 +5,8 @@ A turn streams as it is generated: `TextDelta`s for the text outside calls, and 
 is written, with everything parsed so far). Calls run only once complete and validated:
 `CallValidated` then `ToolResult`, or `Retry` (the call, or a typed final answer, failed to
 parse or validate, or its tool raised `ModelRetry`: the error goes back to the model). `CallDropped` withdraws a call the decoding loop cut away (a repeated call, see
-`Agent(drop_repeated_calls=...)`). The last event is `FinalResult` with the `RunResult`; a run
+`Agent(drop_repeated_calls=...)`); `TextWithdrawn` takes back the end of a turn's text where
+decoding backed out of a dead end. The last event is `FinalResult` with the `RunResult`; a run
 that fails raises its error from the iterator instead.
 """
 
@@ -25,6 +26,7 @@ __all__ = [
     "Retry",
     "StreamEvent",
     "TextDelta",
+    "TextWithdrawn",
     "ToolResult",
 ]
 
@@ -40,6 +42,21 @@ class TextDelta:
 
     step: int
     text: str
+
+
+@dataclass(frozen=True)
+class TextWithdrawn:
+    """The last `chars` characters of the turn's streamed text are taken back: decoding backed
+    out of free text that led nowhere (a prefix only JSON or a call could continue, or a run of
+    blanks; "Dead ends" on the tool-call-span concepts page) and writes on from before them.
+
+    Attributes:
+        step: the model turn (1-based).
+        chars: how many characters to remove from the end of the step's text so far.
+    """
+
+    step: int
+    chars: int
 
 
 @dataclass(frozen=True)
@@ -152,6 +169,7 @@ class FinalResult:
 
 StreamEvent = (
     TextDelta
+    | TextWithdrawn
     | CallStarted
     | ArgsDelta
     | CallDropped

@@ -172,3 +172,26 @@ def test_blanks_short_of_a_dead_end_are_the_models_text(
     model = _Prefers(wants, smollm2_tokenizer)
     result = Agent(model, tools=[lookup_stock], tool_choice="none").run_sync("x")
     assert result.output == "".join(words) and not model.rollbacks
+
+
+@pytest.mark.parametrize("after", [("{", " "), (("{", 0.0), ("'", -6.0))])
+def test_a_stream_takes_back_the_text_it_backed_out_of(
+    smollm2_tokenizer: Any, after: Sequence[str | tuple[str, float]]
+) -> None:
+    """Streamed, the dead end's text is withdrawn (`TextWithdrawn`), not a call: the deltas
+    rebuild the answer, and the run streams on to its end."""
+    from sdk.events import CallDropped, FinalResult, TextDelta, TextWithdrawn
+
+    model = _Prefers(_fence_wants(["The", " answer"], after), smollm2_tokenizer)
+    agent = Agent(model, tools=[lookup_stock], tool_choice="none", max_tokens=400)
+    text, events = "", list(agent.run_stream_sync("Check stock of C-300."))
+    for event in events:
+        if isinstance(event, TextDelta):
+            text += event.text
+        elif isinstance(event, TextWithdrawn):
+            assert 0 < event.chars <= len(text)
+            text = text[: len(text) - event.chars]
+    assert any(isinstance(e, TextWithdrawn) for e in events)
+    assert not any(isinstance(e, CallDropped) for e in events)
+    final = events[-1]
+    assert isinstance(final, FinalResult) and final.result.output == text == "The answer"

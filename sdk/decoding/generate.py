@@ -416,9 +416,10 @@ class _Turn:
 
     def _free_text(self) -> Retreat | None:
         """The dead-end watch where the turn is in free text now (None inside a call, whose
-        free text after it starts afresh, or where all of the reply is a value)."""
+        free text after it starts afresh, in reasoning, free by design, or where all of the
+        reply is a value)."""
         retreat, steer = self.retreat, self.steer
-        if retreat is not None and steer is not None and steer.in_call:
+        if retreat is not None and steer is not None and (steer.in_call or steer.thinking):
             retreat.reset()
             return None
         return retreat
