@@ -71,6 +71,8 @@ class Usage:
         repeated_calls: calls that repeated an earlier one: cut away within a turn, or
             answered from the earlier result in a later turn (not run again).
         cut_calls: calls `max_tokens` cut (the complete calls before them were kept).
+        dead_ends: times a turn's free text backed out of a dead end (a prefix only JSON or a
+            call could continue, or a run of blanks) and wrote on from where it began.
         exact_attempts: draws tried by turns sampled with `decoding="exact"`, the kept ones
             included (0: no turn was): the attempts beyond one per turn are the price of
             exactness.
@@ -94,6 +96,7 @@ class Usage:
     # earlier result in a later turn (not run again)
     repeated_calls: int = 0
     cut_calls: int = 0  # calls max_tokens cut (the complete calls before them were kept)
+    dead_ends: int = 0  # free text backed out of (`sdk.decoding._retreat`)
     exact_attempts: int = 0  # draws tried by exactly sampled turns, the kept ones included
     loosened_turns: int = 0  # remote turns sent a looser grammar than theirs (logged)
     mask_time_s: float = 0.0

@@ -110,7 +110,7 @@ def test_an_answer_that_runs_into_blanks_backs_out_and_answers(smollm2_tokenizer
     agent = Agent(model, tools=[lookup_stock], tool_choice="none", max_tokens=400)
     result = agent.run_sync("Check stock of C-300.")
     assert result.output == "The answer is one"
-    assert result.finish_reason == "stop"
+    assert result.finish_reason == "stop" and result.usage.dead_ends == 1
     # it went back once, over the fence and BLANK_RUN blanks, instead of writing to max_tokens
     assert model.rollbacks == [len(["```", "json", "\n", "["]) + BLANK_RUN - 1]
     assert model.passes < 4 + BLANK_RUN + 8

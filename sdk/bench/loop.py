@@ -277,6 +277,7 @@ class Run:
     expected_ran: bool | None = None  # None: the question names no expected tools
     max_tokens: bool = False
     retries: int = 0
+    dead_ends: int = 0  # free text backed out of (`Usage.dead_ends`; 0 on trees without it)
     seconds: float = 0.0
     error: str = ""
     tree: str = ""
@@ -329,6 +330,7 @@ def measure(
     run.executed = sorted(names)
     run.expected_ran = set(q.expected) <= set(names) if q.expected else None
     run.retries = int(getattr(usage, "retries", 0) or 0)
+    run.dead_ends = int(getattr(usage, "dead_ends", 0) or 0)
     cut = int(getattr(usage, "cut_calls", 0) or 0)
     finish = getattr(outcome, "finish_reason", None)
     run.max_tokens = finish == "length" or run.ending == "truncation" or cut > 0

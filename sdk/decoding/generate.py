@@ -454,6 +454,7 @@ class _Turn:
             self.index.decode_bytes(out[origin.n_out : origin.n_out + 1]),
         )
         del out[origin.n_out :]
+        self.usage.dead_ends += 1
         self.resume, self.steer = retreat.restore(origin)
         if self.on_progress is not None:
             self.on_progress(out)
