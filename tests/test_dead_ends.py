@@ -136,14 +136,18 @@ def test_a_dead_end_at_every_start_stops_as_a_runaway(smollm2_tokenizer: Any) ->
     assert result.output.strip() == starts[MAX_RETREATS].strip()
 
 
-@pytest.mark.parametrize(("second", "backs_out"), [(-6.0, True), (-3.0, False)])
+@pytest.mark.parametrize(
+    ("second", "share", "backs_out"),
+    [("'", -6.0, True), ("'", -3.0, False), ("<eos>", -6.0, False)],
+)
 def test_a_step_the_mask_leaves_almost_nothing_is_a_dead_end(
-    smollm2_tokenizer: Any, second: float, backs_out: bool
+    smollm2_tokenizer: Any, second: str, share: float, backs_out: bool
 ) -> None:
-    """After the fence, `{` is masked and the model's next choice has e^second of its mass
-    against 1: under 1 % (`DEAD_SHARE`) the text backs out and answers; at 5 % the text is the
-    model's, as it wrote it."""
-    after = [("{", 0.0), ("'", second)]
+    """After the fence, `{` is masked and the model's next choice has e^share of its mass
+    against 1: under 1 % (`DEAD_SHARE`) more text backs out and answers; at 5 % the text is the
+    model's, as it wrote it; an end (EOS) is no dead end, however little the model wanted it
+    (a complete answer after which it wanted to call again stays)."""
+    after = [("{", 0.0), (second, share)]
     model = _Prefers(_fence_wants(["The", " answer"], after), smollm2_tokenizer)
     agent = Agent(model, tools=[lookup_stock], tool_choice="none", max_tokens=400)
     result = agent.run_sync("Check stock of C-300.")
@@ -152,7 +156,8 @@ def test_a_step_the_mask_leaves_almost_nothing_is_a_dead_end(
             len(["```", "json", "\n", "["])
         ]
     else:
-        assert result.output == "```json\n['" and not model.rollbacks
+        assert result.output == "```json\n[" + ("'" if second == "'" else "")
+        assert not model.rollbacks and result.finish_reason == "stop"
 
 
 @pytest.mark.parametrize("blanks", [BLANK_RUN - 1, 3])

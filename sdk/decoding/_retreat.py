@@ -14,8 +14,10 @@ and then, its `"` masked, `'https://api.weatherapi.com/...'` as the answer. The 
 model 0.6 % of its own mass after "```json\n", 0.04 % by the URL.
 
 So free text is a dead end where a step's mask leaves the model less than `DEAD_SHARE` of its
-own probability (it is writing what the grammar rules out, a call or JSON), or where it has
-written `BLANK_RUN` whitespace-only tokens in a row. The turn then goes back to where that
+own probability (it is writing what the grammar rules out, a call or JSON) and the pick among
+what is left is more text, or where it has written `BLANK_RUN` whitespace-only tokens in a row.
+A pick that ends the text (EOS) or opens a call is no dead end: an answer that is complete when
+the model wanted to call again (a loop the agent answers instead of) stays as it is. The turn then goes back to where that
 text began (its first non-blank token, at the turn's start or after its last call) and bans
 the token it chose there, at most `MAX_RETREATS` times; a blank run after that stops the turn
 as a runaway (`TurnOutput.runaway`, a "length" finish). Text the grammar allows anyway is

@@ -369,16 +369,12 @@ class _Turn:
                 if not feed and all_neginf(logits):
                     raise _rejected(index, out, "the grammar allows none of the model's tokens")
             self.mask_time += time.perf_counter() - t0
-            if (
+            dead = (
                 total is not None
-                and retreat is not None
                 and not feed
                 and preset is None
                 and logsumexp(logits) - total < DEAD_SHARE
-                and self._back_out(retreat, unfed=0, why="the mask left it almost nothing")
-            ):
-                logits, self.resume = cast("Logits", self.resume), None
-                continue
+            )
             if retreat is not None and not feed and preset is None:
                 retreat.ban(logits)
                 if all_neginf(logits):  # every way on was a dead end
@@ -386,6 +382,15 @@ class _Turn:
                     return
             if not feed:
                 tid = _choose(logits, sampling, generator) if preset is None else preset
+                if (
+                    dead
+                    and retreat is not None
+                    and tid not in eos
+                    and not (self.steer is not None and self.steer.opens_call(tid))
+                    and self._back_out(retreat, unfed=0, why="the mask left it almost nothing")
+                ):  # more text of next to no mass: back out (an end or a call is no dead end)
+                    logits, self.resume = cast("Logits", self.resume), None
+                    continue
                 if retreat is not None:
                     retreat.chose(tid)
                 if tid in eos:
