@@ -17,7 +17,11 @@ So free text is a dead end where a step's mask leaves the model less than `DEAD_
 own probability (it is writing what the grammar rules out, a call or JSON) and the pick among
 what is left is more text, or where it has written `BLANK_RUN` whitespace-only tokens in a row.
 A pick that ends the text (EOS) or opens a call is no dead end: an answer that is complete when
-the model wanted to call again (a loop the agent answers instead of) stays as it is. The turn then goes back to where that
+the model wanted to call again (a loop the agent answers instead of) stays as it is. The mass
+rule watches turns without calls only (`tool_choice="none"`, the agent's answer turns): where
+calls may open, a prefix only JSON continues is the model writing a call in its own untagged
+style, which the agent takes as the call it names (`disguised_call`); backing out of it there
+lost three of the loop bench's calls (Qwen2.5-Coder-0.5B: "```json\n" then its `{`). The turn then goes back to where that
 text began (its first non-blank token, at the turn's start or after its last call) and bans
 the token it chose there, at most `MAX_RETREATS` times; a blank run after that stops the turn
 as a runaway (`TurnOutput.runaway`, a "length" finish). Text the grammar allows anyway is

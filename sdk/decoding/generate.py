@@ -361,8 +361,8 @@ class _Turn:
             total: float | None = None  # the model's own mass, where a collapse is watched for
             if retreat is not None:
                 retreat.at_step(logits, len(out), matcher, self.steer)
-                if matcher is not None and self._can_back_out(retreat):
-                    total = logsumexp(logits)
+                if matcher is not None and self.steer is None and self._can_back_out(retreat):
+                    total = logsumexp(logits)  # an answer turn (no calls: `_retreat`)
             t0 = time.perf_counter()
             if matcher is not None:
                 feed, preset = self._constrain(matcher, logits)
