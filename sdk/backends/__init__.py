@@ -210,6 +210,7 @@ def run_local_turn(
         on_progress=stream,
         cancel=settings.cancel,
         runaways=_runaway_scope(grammar.mode, turn.gate is not None),
+        dead_ends=grammar.mode in ("auto", "none") and not grammar.has_output,
     )
     out.reasoning_opened = turn.reasoning_opened
     if stream is not None:

@@ -1,32 +1,31 @@
-"""Free text the mask has led into a dead end: back out of it instead of writing blanks.
+"""Free text the mask has led into a dead end: back out of it instead of writing junk.
 
 An answer next to tools may not open as JSON (`turn_grammar._answer_regex`: such text is a
-call in disguise). A tool-trained model that wants to write one anyway finds, once it has
-written a prefix the rule only rules out later, that every token it wants is masked:
-Qwen2.5-Coder-0.5B answering a tool result writes "```json\\n[\\n", its `{` is masked, and
-greedy decoding goes on with the only other thing it finds plausible, a space, until
-`max_tokens` (500 spaces and 33 s in a new-user app). That is the masked sampler's bias
-(`sdk.decoding.exact`) at its worst: the prefix has all but no valid mass left, yet each
-step renormalizes what remains.
+call in disguise), but the rule's lookahead rules a start out only once it is complete. A
+tool-trained model that wants to write a call anyway first writes a prefix only JSON can
+continue, then finds every token it wants masked: Qwen2.5-Coder-0.5B, asked for an answer
+after a tool result, writes "```json\\n[\\n", its `{` is masked, and greedy decoding goes on
+with what is left: spaces until `max_tokens` (500 spaces and 41 s in a new-user app), or, its
+`"` masked, `'https://api.weatherapi.com/...'` as the answer (the mask left the model 0.6 % of
+its own mass after "```json\\n", 0.04 % by the URL). That is the masked sampler's bias
+(`sdk.decoding.exact`) at its worst: the prefix has all but no valid mass left, yet each step
+renormalizes what remains.
 
-The same funnel without blanks: asked to answer a weather result, it wrote "```json\n[\n"
-and then, its `"` masked, `'https://api.weatherapi.com/...'` as the answer. The mask left the
-model 0.6 % of its own mass after "```json\n", 0.04 % by the URL.
+So free text is a dead end where it has written `BLANK_RUN` whitespace-only tokens in a row,
+or, in turns where no call may open (`tool_choice="none"`, the agent's answer turns), where a
+step's mask leaves the model less than `DEAD_SHARE` of its own probability and the pick among
+what is left is more text. A pick that ends the text (EOS) or opens a call is no dead end: an
+answer that is complete when the model wanted to call again stays as it is. Where calls may
+open, a prefix only JSON continues is the model writing its call untagged, which the agent
+takes as the call it names (`disguised_call`); backing out of it there lost three of the loop
+bench's calls.
 
-So free text is a dead end where a step's mask leaves the model less than `DEAD_SHARE` of its
-own probability (it is writing what the grammar rules out, a call or JSON) and the pick among
-what is left is more text, or where it has written `BLANK_RUN` whitespace-only tokens in a row.
-A pick that ends the text (EOS) or opens a call is no dead end: an answer that is complete when
-the model wanted to call again (a loop the agent answers instead of) stays as it is. The mass
-rule watches turns without calls only (`tool_choice="none"`, the agent's answer turns): where
-calls may open, a prefix only JSON continues is the model writing a call in its own untagged
-style, which the agent takes as the call it names (`disguised_call`); backing out of it there
-lost three of the loop bench's calls (Qwen2.5-Coder-0.5B: "```json\n" then its `{`). The turn then goes back to where that
-text began (its first non-blank token, at the turn's start or after its last call) and bans
-the token it chose there, at most `MAX_RETREATS` times; a blank run after that stops the turn
-as a runaway (`TurnOutput.runaway`, a "length" finish). Text the grammar allows anyway is
-untouched (the answer grammar rules out only a call's opener and JSON at the start), and
-legitimate text does not write 32 blank tokens in a row (tokenizers merge runs of spaces).
+At a dead end the turn goes back to where that text began (its first non-blank token, at the
+turn's start or after its last call) and bans the token it chose there, at most
+`MAX_RETREATS` times; a blank run after that stops the turn as a runaway
+(`TurnOutput.runaway`, a "length" finish). Text the grammar allows as the model writes it is
+untouched, and legitimate text does not write 32 blank tokens in a row (tokenizers merge runs
+of spaces).
 """
 
 from __future__ import annotations

@@ -237,6 +237,7 @@ def generate_turn(
     on_progress: Callable[[list[int]], None] | None = None,
     cancel: threading.Event | None = None,
     runaways: Literal["reply", "calls"] | None = None,
+    dead_ends: bool = False,
 ) -> TurnOutput:
     """Generate one turn. Raises `UnexpectedModelBehavior` if the grammar leaves no token the
     model may pick (only scripted test models can get there: a real model's full distribution
@@ -250,6 +251,8 @@ def generate_turn(
     `runaways`: where a value that ran away (`runaway_period`) stops the turn: anywhere in
     the reply ("reply": it is all calls or a typed output), inside calls ("calls": the gate
     tells where they are), or nowhere (None: free text).
+    `dead_ends`: the reply's text outside calls is free text (an answer, not a typed value):
+    where the mask leads it into a dead end, it backs out (`_retreat`).
     `finish_reason` is "length" when `max_tokens` ran out; the caller
     decides whether the cut fell inside a value (the agent raises `TruncationError` then, even
     when the cut happens to leave text the grammar accepts).
@@ -269,7 +272,7 @@ def generate_turn(
         _generator(sampling),
         GateRun(gate, index) if gate is not None and matcher is not None else None,
         usage,
-        Retreat(index) if runaways != "reply" else None,
+        Retreat(index) if dead_ends else None,
     )
     t_start = time.perf_counter()
     try:
