@@ -191,11 +191,6 @@ class GateRun:
         other.bodies = set(self.bodies)
         return other
 
-    def opens_call(self, tid: int) -> bool:
-        """Does token `tid` begin the call opener (or spell all of it)?"""
-        ids = self.tables.opener_ids
-        return bool(len(ids)) and bool((ids == tid).any())
-
     def wants_raw(self) -> bool:
         """Does the next `steer` need the logits before the grammar's mask (to read the
         model's mass on an untagged call, which the mask removes)?"""

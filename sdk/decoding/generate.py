@@ -388,8 +388,7 @@ class _Turn:
                 if (
                     dead
                     and retreat is not None
-                    and tid not in eos
-                    and not (self.steer is not None and self.steer.opens_call(tid))
+                    and tid not in eos  # (no gate here: no call can open)
                     and self._back_out(retreat, unfed=0, why="the mask left it almost nothing")
                 ):  # more text of next to no mass: back out (an end or a call is no dead end)
                     logits, self.resume = cast("Logits", self.resume), None
