@@ -62,8 +62,11 @@ class _Node:
     path: tuple[int, ...]
     matcher: Matcher | None  # None at a leaf
     leaf: bool = False  # a complete output: nothing to choose here
-    logp: np.ndarray | None = None  # the model's tempered next-token log-probabilities
-    allowed: np.ndarray | None = None  # the grammar's mask
+    # The tokens the grammar allows here (ascending) and the model's tempered
+    # log-probabilities of them: a walk's work is over these, not the vocabulary (a full row
+    # per node cost a millisecond a step and 0.4-2 MB a node)
+    ids: np.ndarray | None = None
+    logp: np.ndarray | None = None
     log_kept: float = 0.0  # log of the mass the mask allows here
     # log of the mass not proven to lead nowhere valid (the mask's rejections and what the
     # children proved taken off): logs, as that mass can be far below float precision of 1
@@ -157,10 +160,11 @@ class ExactSampler:
     def _fill(self, node: _Node, row: Any) -> None:
         """`node`'s distribution from the logits after it, and its mask."""
         assert node.matcher is not None
-        node.logp = logp = _log_softmax(row, self.temperature)
+        logp = _log_softmax(row, self.temperature)
         at_limit = len(node.path) >= self.max_tokens
-        node.allowed = valid_tokens(node.matcher, logp.shape[0], self.eos_ids, at_limit)
-        node.log_kept = node.log_alive = logsumexp(logp[node.allowed])
+        node.ids = np.flatnonzero(valid_tokens(node.matcher, logp.shape[0], self.eos_ids, at_limit))
+        node.logp = logp[node.ids]
+        node.log_kept = node.log_alive = logsumexp(node.logp)
 
     def _child(self, node: _Node, token: int) -> _Node:
         kid = node.kids.get(token)
@@ -181,22 +185,28 @@ class ExactSampler:
 
     @staticmethod
     def _log_weights(node: _Node, *, exact: bool) -> np.ndarray:
-        """Each token's log weight at `node`: its log-probability where the grammar allows it,
-        plus (`exact`) its child's `log_alive` where the child was visited."""
-        assert node.logp is not None and node.allowed is not None
-        w = np.where(node.allowed, node.logp, -np.inf)
-        if exact:
-            for token, kid in node.kids.items():
-                w[token] += kid.log_alive
+        """The log weight of each of `node.ids`: its log-probability, plus (`exact`) its
+        child's `log_alive` where the child was visited."""
+        assert node.logp is not None and node.ids is not None
+        if not exact or not node.kids:
+            return node.logp
+        w = node.logp.copy()
+        ids = node.ids
+        for token, kid in node.kids.items():
+            at = int(np.searchsorted(ids, token))
+            if at < len(ids) and ids[at] == token:  # (every kid is: picks and forced runs)
+                w[at] += kid.log_alive
         return w
 
-    def _pick(self, log_weights: np.ndarray) -> int:
-        top = float(np.max(log_weights))
+    def _pick(self, node: _Node, log_weights: np.ndarray) -> int:
+        """A token of `node.ids` drawn with the weights' share."""
+        top = float(np.max(log_weights)) if len(log_weights) else -math.inf
         if top == -math.inf:
             raise UnexpectedModelBehavior("no valid output has any probability under the model")
         cdf = np.cumsum(np.exp(log_weights - top))
         pick = int(np.searchsorted(cdf, self.rng.random() * cdf[-1], side="right"))
-        return min(pick, len(cdf) - 1)
+        assert node.ids is not None
+        return int(node.ids[min(pick, len(cdf) - 1)])
 
     def _settle(self, nodes: list[_Node]) -> None:
         """Recompute `log_alive` up the path just walked (children first)."""
@@ -223,7 +233,7 @@ class ExactSampler:
             log_u = math.log(1.0 - self.rng.random())  # u in (0, 1]
             node, walked, log_keep = self.root, [self.root], 0.0
             while not node.leaf and log_keep > log_u:
-                node = self._child(node, self._pick(self._log_weights(node, exact=True)))
+                node = self._child(node, self._pick(node, self._log_weights(node, exact=True)))
                 walked.append(node)
                 if not node.opened:  # the walk counted the node's whole mass as alive
                     log_keep += self._open(node)
@@ -240,7 +250,7 @@ class ExactSampler:
         passes = self._cursor.passes
         node = self.root
         while not node.leaf:
-            node = self._child(node, self._pick(self._log_weights(node, exact=False)))
+            node = self._child(node, self._pick(node, self._log_weights(node, exact=False)))
             if not node.opened:
                 self._open(node)
         return ExactDraw(node.path, 1, self._cursor.passes - passes)
@@ -270,9 +280,9 @@ class ExactSampler:
             return
         if not node.opened:
             self._open(node)
-        assert node.logp is not None and node.allowed is not None
-        for token in np.flatnonzero(node.allowed).tolist():
-            lm = logmass + float(node.logp[token])
+        assert node.logp is not None and node.ids is not None
+        for token, logp in zip(node.ids.tolist(), node.logp.tolist(), strict=True):
+            lm = logmass + logp
             if lm < least:
                 yield (*node.path, token), math.exp(lm), False
                 continue
