@@ -4,6 +4,7 @@ keys, and exact masks end to end."""
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import re
@@ -21,6 +22,7 @@ from sdk.engine._lazy import LazyDfa, materialize
 from sdk.engine._owner import OWNER, Limits
 from sdk.errors import TooComplexError
 from tests._automata_runs import brute_force_mask, live_states, reachable, run_lazy, run_table
+from tests._depth import examples
 from tests._oracle import engine_accepts
 
 _ATOMS = st.sampled_from(["a", "b", "[ab]", "[^a]", "é", "ab", "(?:a|ab)", "b*", "a?", "\\\\[ab]"])
@@ -53,7 +55,27 @@ def _regexes() -> st.SearchStrategy[str]:
     return st.one_of(inner, counted, sides)
 
 
+def _lazy(pattern: str, *, refusable: bool = True) -> au.AnyDfa:
+    """The pattern built from parts, every counted repeat lazy. A refusal is a failure where
+    the reference took the pattern (the parts take what the whole takes; `_NESTED_COUNTS`
+    and `_GLUED_COUNTS` below were refused), else (`refusable`) the draw is passed over."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(au, "DIRECT_WEIGHT", 0)  # build from parts wherever possible
+        mp.setattr(au, "LAZY_MIN_STATES", 0)  # every counted repeat lazy
+        try:
+            return au.compile_node(rx.parse(pattern))
+        except TooComplexError:
+            if not refusable:
+                raise
+            assume(False)
+            raise
+
+
+@functools.lru_cache(maxsize=32)
 def _lazy_and_table(pattern: str) -> tuple[au.AnyDfa, au.Dfa]:
+    """`_lazy` and the reference, one NFA's subset construction: most of these tests' time,
+    so only the tests that compare languages build it, once a pattern (explicit examples
+    share patterns; shrinking retries them)."""
     node = rx.parse(pattern)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(au, "DIRECT_WEIGHT", 10**9)  # one NFA, subset construction
@@ -63,14 +85,8 @@ def _lazy_and_table(pattern: str) -> tuple[au.AnyDfa, au.Dfa]:
         except TooComplexError:  # nested ambiguous counts: the reference itself gives up
             assume(False)
             raise
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(au, "DIRECT_WEIGHT", 0)  # build from parts wherever possible
-        mp.setattr(au, "LAZY_MIN_STATES", 0)  # every counted repeat lazy
-        # The parts take what the whole takes: a refusal here is a failure
-        # (`_NESTED_COUNTS` and `_GLUED_COUNTS` below were refused).
-        lazy = au.compile_node(node)
     assert isinstance(table, au.Dfa)
-    return lazy, table
+    return _lazy(pattern, refusable=False), table
 
 
 # A lazy counted repeat as the item of another was not counted: each outer copy rebuilt the
@@ -89,7 +105,7 @@ _GLUED_COUNTS_2 = "c?(?:(?:[^a]){2,8}[^a][ab]){0,3}d*"
 @example(pattern=_NESTED_COUNTS, s="y" + "é" * 5)
 @example(pattern=_GLUED_COUNTS, s="cbb" + "a" * 6 + "bb")
 @example(pattern=_GLUED_COUNTS_2, s="cbbbbd")
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 def test_lazy_automata_have_the_languages_of_tables(pattern: str, s: str) -> None:
     """Lazy construction against subset construction on random regexes: equal languages
     (products both ways empty, through `materialize`), agreeing on strings, and every state
@@ -114,11 +130,11 @@ def test_lazy_automata_have_the_languages_of_tables(pattern: str, s: str) -> Non
 
 
 @given(pattern=_regexes(), data=st.data())
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 def test_windows_are_exact_and_equal_keys_share_them(pattern: str, data: st.DataObject) -> None:
     """A window of depth h is the automaton itself for every string shorter than h; states
     with equal keys see the same thing within the horizon (so their walks may be shared)."""
-    lazy, _ = _lazy_and_table(pattern)
+    lazy = _lazy(pattern)
     assume(isinstance(lazy, LazyDfa) and lazy.n_states <= 3000)
     assert isinstance(lazy, LazyDfa)
     depth = 6
@@ -142,11 +158,11 @@ def test_windows_are_exact_and_equal_keys_share_them(pattern: str, data: st.Data
 
 
 @given(pattern=_regexes(), data=st.data())
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 def test_one_state_rows_are_the_vectorised_rows(pattern: str, data: st.DataObject) -> None:
     """The parse reads rows one state at a time (`row1`, `acc1`, from per-part tables): every
     byte's target and the acceptance equal the vectorised `rows` and `acc` the walks use."""
-    lazy, _ = _lazy_and_table(pattern)
+    lazy = _lazy(pattern)
     assume(isinstance(lazy, LazyDfa))
     assert isinstance(lazy, LazyDfa)
     qs = data.draw(st.lists(st.integers(1, lazy.n_states - 1), min_size=1, max_size=20))
@@ -159,7 +175,7 @@ def test_one_state_rows_are_the_vectorised_rows(pattern: str, data: st.DataObjec
 
 
 @given(a=_regexes(), b=_regexes(), mode=st.sampled_from(["and", "minus", "or"]))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 def test_big_products_number_pairs_as_small_ones_do(a: str, b: str, mode: str) -> None:
     """Past `DENSE_PAIRS` pairs a product numbers its states through the compiled hash BFS
     (`_pairs`): the same automaton, state for state, as the dense table's numbering."""
@@ -196,7 +212,7 @@ def test_a_product_past_the_state_limit_is_refused_by_both_numberings(
 
 
 @given(a=_regexes(), b=_regexes(), data=st.data())
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 def test_concatenation_over_sets_of_states_is_subset_construction(
     a: str, b: str, data: st.DataObject
 ) -> None:
@@ -308,7 +324,7 @@ def test_a_string_too_long_to_tabulate_is_enforced_exactly(
     assert any(n == 4 for n, ok in letters if not ok)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(
     shape=st.sampled_from([(r"[\+\w-]", 5, 96), (r"\w", 2, 30), (r"[\w-]", 3, 8), (r"\d", 1, 15)]),
     data=st.data(),
