@@ -8,6 +8,7 @@ The default run walks about fifty schemas; `-m slow` walks a few hundred.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import zlib
@@ -45,16 +46,24 @@ def _grammar(path: Path) -> CompiledGrammar | None:
         return None
 
 
+@functools.cache
+def _kinds(index: Any, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Which ids are end tokens and which are one closing byte (built once per index)."""
+    is_eos = np.zeros(size, dtype=bool)
+    is_eos[list(index.eos_ids)] = True
+    is_closer = np.zeros(size, dtype=bool)
+    tb = index.token_bytes
+    is_closer[[t for t, b in enumerate(tb) if len(b) == 1 and b[0] in CLOSERS]] = True
+    return is_eos, is_closer
+
+
 def walk(grammar: CompiledGrammar, index: Any, rng: random.Random) -> bytes | None:
     """A random walk biased towards closing tokens, so that most walks finish. The choices are
     drawn from boolean arrays: a Python pass over the allowed ids cost 20 ms a step, a hundred
     times the mask itself."""
     m = Matcher(grammar, index)
     tb = index.token_bytes
-    is_eos = np.zeros(m.vocab_size, dtype=bool)
-    is_eos[list(index.eos_ids)] = True
-    is_closer = np.zeros(m.vocab_size, dtype=bool)
-    is_closer[[t for t, b in enumerate(tb) if len(b) == 1 and b[0] in CLOSERS]] = True
+    is_eos, is_closer = _kinds(index, m.vocab_size)
     out = bytearray()
     for _ in range(MAX_STEPS):
         allowed = np.asarray(m.mask(), dtype=bool)
