@@ -403,6 +403,16 @@ def test_a_call_written_as_text_is_taken_as_the_call_it_names(model: Any) -> Non
     assert [r.tool_choice for r in m.requests] == ["auto", "add", "auto"]
     assert result.usage.steps == 2 and "name: add" not in str(result.messages)
 
+    # one call written as text is generated again as one call, never more (a small model
+    # given the tool and room for more wrote eight calls for one)
+    m = model(
+        'Sure.\nname: add\narguments: {"a": 2, "b": 3}',
+        [ToolCallScript("add", {"a": 2, "b": 3}), ToolCallScript("add", {"a": 4, "b": 5})],
+        "5",
+    )
+    result = Agent(m, tools=[add]).run_sync("2 + 3?")
+    assert [c.result for c in result.tool_calls] == [5] and result.output == "5"
+
     m = model('Here: "name": "cat_joke", "arguments": {}', "A cat joke.")
     result = Agent(m, tools=[add]).run_sync("Tell me a cat joke.")
     assert result.output == "A cat joke." and [r.tool_choice for r in m.requests] == [

@@ -33,7 +33,7 @@ from sdk.agent._approvals import Approval, ApprovalPredicate, check_approvals, p
 from sdk.agent._approvals import resolve as resolve_pending
 from sdk.agent._model import agenerate, generate
 from sdk.agent._tools import PrepareTools, checked_args, format_validation_error
-from sdk.agent._turn import answer_text, disguised_call, split_reasoning
+from sdk.agent._turn import answer_text, disguised_call, named_calls, split_reasoning
 from sdk.decoding.generate import SamplingConfig, TurnOutput
 from sdk.errors import (
     AgentRunError,
@@ -129,10 +129,12 @@ async def run_steps(
     limit = agent.max_steps if max_steps is None else max_steps
     position = 1  # which of the per-turn tool choices this turn takes
     retry: str | None = None  # the failed turn's choice, kept for its retry
+    one_call = False  # the turn (and its retries) regenerates a call written as text as one
     step = 0
     while step < limit:
         step += 1
         if retry is None:
+            one_call = False
             tool_choice = agent._choice(position)
             agent._tool_manager.prepare(run, step, tool_choice)
         else:
@@ -141,9 +143,10 @@ async def run_steps(
         check_limits(run, calls=0)
         with tracing.span(f"chat {model_name(agent)}", chat_attributes(agent, run)) as s:
             try:
-                out, grammar = await agenerate(
-                    agent._models.current, agent._assembly, run, tool_choice
-                )
+                assembly = agent._assembly
+                if one_call:
+                    assembly = replace(assembly, parallel_tool_calls=False)
+                out, grammar = await agenerate(agent._models.current, assembly, run, tool_choice)
             except TruncationError as exc:
                 _retry_cut_value(agent, run, exc, step)  # raises once the retries are spent
                 retry = tool_choice
@@ -153,7 +156,7 @@ async def run_steps(
         calls = agent._assembly.calls(out, grammar, agent.resolved_format())
         redo = _got_nowhere(agent, run, out, grammar, calls, step)
         if redo is not None:  # the turn is generated again, under another choice
-            retry, same_step = redo
+            retry, same_step, one_call = redo
             step -= same_step
             continue
         calls, ids = record_turn(agent, run, out, grammar, calls)
@@ -345,22 +348,23 @@ def _got_nowhere(
     grammar: TurnGrammar,
     calls: list[ParsedCall],
     step: int,
-) -> tuple[str, bool] | None:
+) -> tuple[str, bool, bool] | None:
     """Is this turn to be generated again? None: no, it stands. Else the tool choice to
-    generate it with, and whether that is the same step (the turn never enters the
-    transcript) or the next.
+    generate it with, whether that is the same step (the turn never enters the
+    transcript) or the next, and whether it may hold one call only.
 
     - Every call loops (`_loops`): nothing new asked for, the model has the results it needs
       (small tool-trained models call again instead of answering): an answer, no tools.
     - An answer that is a call written as text (`disguised_call`): with tools shown, the
       model meant to call: the tool it named is called, under the grammar (an answer if it
-      named none offered). Without tools, it is asked once more for the answer, under the
+      named none offered), as one call where the text wrote one (a small model given
+      `tool_choice=name` and room for more wrote eight `get_stock_price` calls for one). Without tools, it is asked once more for the answer, under the
       output's retry budget (the call text stays out of the transcript, where it would be
       copied).
     """
     if grammar.tool_names and agent._tool_manager.loops_only(run, calls):
         _answer_instead(run, calls, step)
-        return "none", True
+        return "none", True, False
     named = None if calls else _disguised(agent, out)
     if named is None:
         return None
@@ -369,11 +373,11 @@ def _got_nowhere(
         _log.info("the answer was a call written as text; generated again as %r", choice)
         if run.sink is not None:
             run.sink(Retry(step, None, f"a call written as text: generated again as {choice!r}"))
-        return choice, True
+        return choice, True, choice != "none" and named_calls(out.text, choice) <= 1
     agent._tool_manager.fail(run, "\x00output", FailedAttempt(None, out.text, _DISGUISED, step))
     if run.messages[-1].content != _DISGUISED:
         run.messages.append(Message.user(_DISGUISED))
-    return "none", False
+    return "none", False, False
 
 
 def _disguised(agent: Agent[Any], out: TurnOutput) -> str | None:

@@ -364,6 +364,12 @@ def _call_name(value: Any, names: Collection[str]) -> str | None:
     return "" if any(k in value for k in _ARGUMENT_KEYS) else None
 
 
+def named_calls(text: str, name: str) -> int:
+    """How many calls a text names `name` in (`name: add`, `"name": "add"`): a call written
+    as text is generated again as no more calls than it wrote."""
+    return sum(1 for m in _NAME_MEMBER.finditer(text) if m.group(1) == name)
+
+
 def disguised_call(text: str, fmt: ToolCallFormat, names: Collection[str]) -> str | None:
     """Is this answer a tool call written as text: the format's envelope, a `name` member
     naming an offered tool (quoted or not, even in broken JSON), or a JSON value shaped like
