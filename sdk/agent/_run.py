@@ -358,9 +358,9 @@ def _got_nowhere(
     - An answer that is a call written as text (`disguised_call`): with tools shown, the
       model meant to call: the tool it named is called, under the grammar (an answer if it
       named none offered), as one call where the text wrote one (a small model given
-      `tool_choice=name` and room for more wrote eight `get_stock_price` calls for one). Without tools, it is asked once more for the answer, under the
-      output's retry budget (the call text stays out of the transcript, where it would be
-      copied).
+      `tool_choice=name` and room for more wrote eight `get_stock_price` calls for one).
+      Without tools, it is asked once more for the answer, under the output's retry budget
+      (the call text stays out of the transcript, where it would be copied).
     """
     if grammar.tool_names and agent._tool_manager.loops_only(run, calls):
         _answer_instead(run, calls, step)
