@@ -133,7 +133,9 @@ class RunResult(Generic[OutputT]):
             `result`, or its `error` (failed, retried and repeated calls included).
         usage: tokens, turns, retries and time, summed over this run's turns.
         finish_reason: how the final turn ended: "stop", or "length" when `max_tokens` cut
-            it (a text answer is returned as cut; a cut call or typed output never is).
+            it, or its text ran away (one phrase over and over: stopped there, not at
+            `max_tokens`); a text answer is returned as cut, a cut call or typed output never
+            is.
         raw_output: the final turn's text exactly as generated (call markup and reasoning
             included).
         reasoning: the final turn's reasoning span (`<think>...</think>`, markers included)

@@ -190,6 +190,34 @@ def test_runaway_period() -> None:
     assert runaway_period([1, 2, 3, 4, 5] * RUNAWAY_TOKENS) == 0  # a unit longer than 4
 
 
+def test_an_answer_that_runs_away_stops_early_as_a_length_finish(model: Any) -> None:
+    """Free text that repeats one phrase token for token is stopped after
+    `TEXT_RUNAWAY_TOKENS` tokens, reported as "length", not written to `max_tokens`; prose
+    that repeats words but not a whole unit, and a short repetition, run to their end."""
+    from sdk.decoding.generate import TEXT_RUNAWAY_TOKENS
+
+    @tool
+    def reserve(sku: str) -> str:
+        """Reserve one unit."""
+        return "reserved"
+
+    loop = "Done: <a href='/shop?" + "&qid=A-100" * 150
+    for choice in ("auto", "none"):
+        result = Agent(model(loop), tools=[reserve], tool_choice=choice, max_tokens=1000).run_sync(
+            "Reserve A-100."
+        )
+        assert result.finish_reason == "length" and loop.startswith(result.output)
+        assert result.output.count("&qid=A-100") >= 8
+        assert result.usage.completion_tokens < TEXT_RUNAWAY_TOKENS + 24  # not 1,000
+
+    rows = "".join(f"| {i} | item {i} | {i * 3} |\n" for i in range(60))
+    table = "| n | name | price |\n|---|---|---|\n" + rows
+    short = "Ha! " * 20 + "That is a good one."
+    for text in (table, short):
+        result = Agent(model(text), tools=[reserve], max_tokens=2000).run_sync("List them.")
+        assert result.output == text and result.finish_reason == "stop"
+
+
 def test_tool_exceptions_draw_on_the_retry_budget(model: Any) -> None:
     """A tool that raises (under the default `tool_errors="return"`) is a failed attempt: the
     model sees the error and may try again, within the tool's `retries`."""

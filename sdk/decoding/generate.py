@@ -48,6 +48,7 @@ _log = logging.getLogger("sdk.decoding")
 
 __all__ = [
     "RUNAWAY_TOKENS",
+    "TEXT_RUNAWAY_TOKENS",
     "DecodeSession",
     "RollbackSession",
     "SamplingConfig",
@@ -146,16 +147,25 @@ class TurnOutput:
 #: turn stops there instead of spending the rest of `max_tokens` on it.
 RUNAWAY_TOKENS = 64
 RUNAWAY_PERIOD = 4
+#: Free text (an answer, the text around calls) has run away where its last this many tokens
+#: repeat one unit of at most `TEXT_RUNAWAY_PERIOD` tokens: eight copies or more of one
+#: phrase, token for token, which prose, lists and tables do not write (their numbers and
+#: words change) and a small model stuck in a cycle does (SmolLM2-135M: `&qid=A-100` until
+#: `max_tokens`, 25 s of an answer). The turn stops there, a "length" finish.
+TEXT_RUNAWAY_TOKENS = 128
+TEXT_RUNAWAY_PERIOD = 16
 
 
-def runaway_period(out: Sequence[int]) -> int:
-    """The period of `out`'s last `RUNAWAY_TOKENS` tokens when they repeat one unit of at most
-    `RUNAWAY_PERIOD` tokens; 0 when they do not."""
-    if len(out) < RUNAWAY_TOKENS:
+def runaway_period(
+    out: Sequence[int], tokens: int = RUNAWAY_TOKENS, longest: int = RUNAWAY_PERIOD
+) -> int:
+    """The period of `out`'s last `tokens` tokens when they repeat one unit of at most
+    `longest` tokens; 0 when they do not."""
+    if len(out) < tokens:
         return 0
-    tail = list(out[-RUNAWAY_TOKENS:])
-    for p in range(1, RUNAWAY_PERIOD + 1):
-        if tail[p:] == tail[:-p]:
+    tail = list(out[-tokens:])
+    for p in range(1, longest + 1):
+        if tail[-1] == tail[-1 - p] and tail[p:] == tail[:-p]:
             return p
     return 0
 
@@ -545,18 +555,32 @@ class _Turn:
         retreat = self._free_text()
         if retreat is not None and retreat.blank(feed):
             return self._dead_end(retreat)
-        runaways = self.runaways
-        if runaways is not None and (runaways == "reply" or (steer is not None and steer.in_call)):
-            period = runaway_period(out)
-            if period:
-                self.runaway = self.index.decode_bytes(out[-period:]).decode(
-                    "utf-8", errors="replace"
-                )
-                return True  # finish stays "length": a cut value, never used
+        period = self._runaway()
+        if period:
+            self.runaway = self.index.decode_bytes(out[-period:]).decode("utf-8", errors="replace")
+            return True  # finish stays "length": a cut value (never used), or cut text
         if matcher is not None and matcher.is_terminated():
             self.finish = "stop"  # only EOS could follow: skip the forward pass
             return True
         return len(out) >= self.max_tokens
+
+    def _runaway(self) -> int:
+        """The period of the unit the turn's last tokens repeat, where they ran away: a value
+        (`runaways`) after `RUNAWAY_TOKENS`, free text after `TEXT_RUNAWAY_TOKENS`; 0 where
+        they did not. Reasoning is left to its budget."""
+        runaways, steer, out = self.runaways, self.steer, self.out
+        if runaways == "reply" or (runaways == "calls" and steer is not None and steer.in_call):
+            return runaway_period(out)
+        if steer is not None and (steer.in_call or steer.thinking):
+            return 0
+        period = runaway_period(out, TEXT_RUNAWAY_TOKENS, TEXT_RUNAWAY_PERIOD)
+        if period:
+            _log.warning(
+                "free text repeated %r for %d tokens: stopped there, as if max_tokens ran out",
+                self.index.decode_bytes(out[-period:]),
+                TEXT_RUNAWAY_TOKENS,
+            )
+        return period
 
     def keep_complete_calls(self) -> None:
         """Where `max_tokens` cut a call, cut the turn back to the calls finished before it
