@@ -143,7 +143,7 @@ class Agent(Generic[OutputT]):
             on costs correct values; see the call-quality page.
         auto_call_bias: in "auto", whether to open a call is decided where one may start: a
             tentative call shows how much of the model's probability the offered tool names
-            get, and it calls iff log(that share) + this bias > 0. "auto": 0.1 for models whose
+            get, and it calls iff log(that share) + this bias > 0. "auto": 0.03 for models whose
             chat template renders tools (trained to call), 2.75 for others such as the
             embedded SmolLM2; None: no decision, the model's own sampled token decides (small
             models then almost never call). See the call-quality page.
