@@ -210,12 +210,29 @@ def test_an_answer_that_runs_away_stops_early_as_a_length_finish(model: Any) -> 
         assert result.output.count("&qid=A-100") >= 8
         assert result.usage.completion_tokens < TEXT_RUNAWAY_TOKENS + 24  # not 1,000
 
+    line = 'Then: {"sku": "B-200", "qty": 5, "note": "reserve it for the customer"}\n'
+    result = Agent(model("Sure.\n" + line * 40), tools=[reserve], tool_choice="none",
+                   max_tokens=1500).run_sync("Reserve B-200.")  # fmt: skip
+    assert result.finish_reason == "length" and 7 <= result.output.count(line) <= 9
+
     rows = "".join(f"| {i} | item {i} | {i * 3} |\n" for i in range(60))
     table = "| n | name | price |\n|---|---|---|\n" + rows
     short = "Ha! " * 20 + "That is a good one."
     for text in (table, short):
         result = Agent(model(text), tools=[reserve], max_tokens=2000).run_sync("List them.")
         assert result.output == text and result.finish_reason == "stop"
+
+
+def test_text_runaway_period() -> None:
+    from sdk.decoding.generate import text_runaway_period
+
+    assert text_runaway_period([7] * 128) == 1
+    assert text_runaway_period([7] * 127) == 0  # not long enough yet
+    unit = list(range(40))
+    assert text_runaway_period([9, *unit * 8]) == 40
+    assert text_runaway_period([9, *unit * 7]) == 0  # seven copies: not yet
+    assert text_runaway_period(list(range(100, 300))) == 0
+    assert text_runaway_period(list(range(70)) * 8) == 0  # a unit longer than 64 tokens
 
 
 def test_tool_exceptions_draw_on_the_retry_budget(model: Any) -> None:

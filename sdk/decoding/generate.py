@@ -57,6 +57,7 @@ __all__ = [
     "TurnRequest",
     "generate_turn",
     "runaway_period",
+    "text_runaway_period",
 ]
 
 
@@ -147,25 +148,42 @@ class TurnOutput:
 #: turn stops there instead of spending the rest of `max_tokens` on it.
 RUNAWAY_TOKENS = 64
 RUNAWAY_PERIOD = 4
-#: Free text (an answer, the text around calls) has run away where its last this many tokens
-#: repeat one unit of at most `TEXT_RUNAWAY_PERIOD` tokens: eight copies or more of one
-#: phrase, token for token, which prose, lists and tables do not write (their numbers and
-#: words change) and a small model stuck in a cycle does (SmolLM2-135M: `&qid=A-100` until
-#: `max_tokens`, 25 s of an answer). The turn stops there, a "length" finish.
+#: Free text (an answer, the text around calls) has run away where its last tokens are
+#: `TEXT_RUNAWAY_COPIES` copies or more of one unit of at most `TEXT_RUNAWAY_PERIOD` tokens,
+#: `TEXT_RUNAWAY_TOKENS` tokens at least: one phrase or line over and over, token for token,
+#: which prose, lists and tables do not write (their numbers and words change) and a small
+#: model stuck in a cycle does (SmolLM2-135M: `&qid=A-100` until `max_tokens`, 25 s of an
+#: answer; Qwen2.5-Coder-0.5B: one 20-token call as a line of text, 500 tokens and 35 s). The
+#: turn stops there, a "length" finish.
 TEXT_RUNAWAY_TOKENS = 128
-TEXT_RUNAWAY_PERIOD = 16
+TEXT_RUNAWAY_COPIES = 8
+TEXT_RUNAWAY_PERIOD = 64
 
 
-def runaway_period(
-    out: Sequence[int], tokens: int = RUNAWAY_TOKENS, longest: int = RUNAWAY_PERIOD
-) -> int:
-    """The period of `out`'s last `tokens` tokens when they repeat one unit of at most
-    `longest` tokens; 0 when they do not."""
-    if len(out) < tokens:
+def runaway_period(out: Sequence[int]) -> int:
+    """The period of `out`'s last `RUNAWAY_TOKENS` tokens when they repeat one unit of at most
+    `RUNAWAY_PERIOD` tokens; 0 when they do not."""
+    if len(out) < RUNAWAY_TOKENS:
         return 0
-    tail = list(out[-tokens:])
-    for p in range(1, longest + 1):
-        if tail[-1] == tail[-1 - p] and tail[p:] == tail[:-p]:
+    tail = list(out[-RUNAWAY_TOKENS:])
+    for p in range(1, RUNAWAY_PERIOD + 1):
+        if tail[p:] == tail[:-p]:
+            return p
+    return 0
+
+
+def text_runaway_period(out: Sequence[int]) -> int:
+    """The period of the unit free text's last tokens repeat where it ran away (see
+    `TEXT_RUNAWAY_TOKENS`); 0 where it did not."""
+    n = len(out)
+    if n < TEXT_RUNAWAY_TOKENS:
+        return 0
+    last = out[-1]
+    for p in range(1, min(TEXT_RUNAWAY_PERIOD, n // TEXT_RUNAWAY_COPIES) + 1):
+        if out[-1 - p] != last:
+            continue
+        span = max(TEXT_RUNAWAY_TOKENS, TEXT_RUNAWAY_COPIES * p)
+        if span <= n and out[n - span + p :] == out[n - span : n - p]:
             return p
     return 0
 
@@ -573,12 +591,12 @@ class _Turn:
             return runaway_period(out)
         if steer is not None and (steer.in_call or steer.thinking):
             return 0
-        period = runaway_period(out, TEXT_RUNAWAY_TOKENS, TEXT_RUNAWAY_PERIOD)
+        period = text_runaway_period(out)
         if period:
             _log.warning(
-                "free text repeated %r for %d tokens: stopped there, as if max_tokens ran out",
+                "free text repeated %r %d times: stopped there, as if max_tokens ran out",
                 self.index.decode_bytes(out[-period:]),
-                TEXT_RUNAWAY_TOKENS,
+                max(TEXT_RUNAWAY_TOKENS, TEXT_RUNAWAY_COPIES * period) // period,
             )
         return period
 
