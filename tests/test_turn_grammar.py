@@ -131,6 +131,20 @@ def test_required_and_named(smollm2_index, smollm2_tokenizer) -> None:  # noqa: 
         build_turn_grammar([], "required")
 
 
+def test_a_newline_after_a_call_may_end_the_reply(smollm2_index, smollm2_tokenizer) -> None:  # noqa: ANN001
+    """Next to a typed output, as in text replies, the newline a model writes after a call
+    may end the turn: it commits to no second call. Under "required" it does (a turn of
+    calls only goes on to the next one)."""
+    one = _call("get_weather", {"city": "A"})
+    for choice, ends in (("auto", True), ("required", False)):
+        m = Matcher(_compiled(TOOLS, choice, Answer.model_json_schema()), smollm2_index)
+        assert _accepts(m, one, smollm2_tokenizer) and m.is_accepting()
+        assert _accepts(m, "\n", smollm2_tokenizer) and m.is_accepting() is ends
+        assert not m.is_terminated()  # another call may still follow
+        assert not _accepts(m.fork(), "\n", smollm2_tokenizer)  # one newline, not a run
+        assert _accepts(m, _call("get_weather", {"city": "B"}), smollm2_tokenizer)
+
+
 def test_single_call_turn_terminates(smollm2_index, smollm2_tokenizer) -> None:  # noqa: ANN001
     for choice in ("required", "auto"):
         g = _compiled(TOOLS, choice, parallel_tool_calls=False)

@@ -39,7 +39,7 @@ from sdk.decoding.formats import (
     get_format,
     strip_property_titles,
 )
-from sdk.decoding.generate import RUNAWAY_TOKENS, TurnOutput, TurnRequest
+from sdk.decoding.generate import TurnOutput, TurnRequest
 from sdk.decoding.turn_grammar import TurnGrammar, build_turn_grammar
 from sdk.errors import TruncationError
 from sdk.history import HistoryProcessor
@@ -136,7 +136,9 @@ class TurnAssembly:
             max_tokens=run.max_tokens,
             sampling=run.sampling,
             parallel_tool_calls=self.parallel_tool_calls,
-            gate=self.gate(grammar, fmt, tokenizer),
+            gate=self.gate(
+                grammar, fmt, tokenizer, look=not any(m.role == "tool" for m in run.messages)
+            ),
             heal=self.token_healing,
             scanner=self.scanner(run, grammar, fmt) if run.sink is not None else None,
             cancel=run.cancel,
@@ -152,8 +154,12 @@ class TurnAssembly:
             return TOOL_TRAINED_CALL_BIAS
         return DEFAULT_AUTO_CALL_BIAS
 
-    def gate(self, grammar: TurnGrammar, fmt: ToolCallFormat, tokenizer: Any) -> CallGate | None:
-        """How this turn's call boundaries are steered (see `sdk.decoding._gate`)."""
+    def gate(
+        self, grammar: TurnGrammar, fmt: ToolCallFormat, tokenizer: Any, *, look: bool = False
+    ) -> CallGate | None:
+        """How this turn's call boundaries are steered (see `sdk.decoding._gate`). `look`:
+        no tool result yet, so a typed output's start that also begins an untagged call is
+        looked past (`CallGate.look`)."""
         if not grammar.tool_names:
             return None
         traits = format_traits(fmt)
@@ -178,6 +184,7 @@ class TurnAssembly:
                 bias=self.call_bias(tokenizer),
                 name_prefix=prefix,
                 untagged=None if traits.whole_reply else _untagged(fmt, prefix),
+                look=look and grammar.has_output,
             )
         budget = self.reasoning_tokens if grammar.mode == "required" and not thinking else 0
         if budget > 0 or tracked or thinking:
@@ -236,8 +243,7 @@ class TurnAssembly:
         )
         where = "tool call" if in_call else "structured output"
         why = (
-            f"a value ran away inside a {where} ({out.runaway!r} over and over for "
-            f"{RUNAWAY_TOKENS} tokens)"
+            f"a value ran away inside a {where} ({out.runaway!r} over and over)"
             if out.runaway
             else f"max_tokens={run.max_tokens} ran out inside a {where}"
         )

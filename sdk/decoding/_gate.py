@@ -54,7 +54,14 @@ from sdk.engine.logits import Logits, fill_neginf, host, log_softmax, logsumexp,
 if TYPE_CHECKING:
     from sdk.engine.tokenizer import TokenizerIndex
 
-__all__ = ["DEFAULT_AUTO_CALL_BIAS", "PROBE", "TOOL_TRAINED_CALL_BIAS", "CallGate", "GateRun"]
+__all__ = [
+    "DEFAULT_AUTO_CALL_BIAS",
+    "LOOK",
+    "PROBE",
+    "TOOL_TRAINED_CALL_BIAS",
+    "CallGate",
+    "GateRun",
+]
 
 DEFAULT_AUTO_CALL_BIAS = 2.75
 """Added in favour of a call in "auto" for models whose chat template has no tool support
@@ -73,6 +80,10 @@ MIN_OPENER_ODDS = -6.5
 call ("Say hi."), and no probe is run."""
 PROBE = b"\x00probe"
 """`GateRun.steer`'s answer when the decision needs a look at the call the model would write."""
+LOOK = b"\x00look"
+"""`GateRun.steer`'s answer where the reply may open with a typed output whose first token
+also begins an untagged call (`{"`): which of the two the model means shows in the token it
+wants after that one (`GateRun.looked`)."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +113,11 @@ class CallGate:
     # calls when the envelope is not forced. Where the reply opens, the model's mass on it
     # counts as mass on a call (the grammar keeps such text from being an answer).
     untagged: str | None = None
+    # Where a typed output's first token also begins an untagged call, look at the token
+    # after it (`LOOK`). The agent sets it before the conversation holds a tool result: after
+    # one, a small tool-trained model writes JSON by habit, and its `{"name"` there named a
+    # tool nobody asked for (Qwen2.5-Coder-0.5B: `reserve` after `lookup_stock`).
+    look: bool = False
 
 
 @dataclass(frozen=True)
@@ -160,6 +176,11 @@ class GateRun:
         self.closer = gate.closer.encode() if gate.closer else None
         self.tables = _tables(index, self.opener)
         self.untagged = _tables(index, gate.untagged.encode()).opener_ids if gate.untagged else None
+        self.index = index
+        self.p_shared = -math.inf  # (log) mass on a start both an output and a call share
+        self.p_open = -math.inf
+        self.p_other = -math.inf
+        self.look_id = -1  # the token `LOOK` writes: the likeliest shared start
         self.text = bytearray()
         self.boundary = gate.bias is not None  # the turn's start is a boundary
         self.since = 0  # where the text after the last call (or the turn's start) begins
@@ -233,9 +254,12 @@ class GateRun:
         neutral[:n] = self.tables.neutral[:n]
         neutral &= ~is_open
         bare = np.zeros(width, dtype=bool)
+        shared = np.zeros(width, dtype=bool)
         if raw is not None and self.untagged is not None:
             bare[self.untagged[self.untagged < width]] = True
-            # Only where the grammar rules it out as text (a typed output's `{` is no call).
+            # A typed output's `{"` begins an untagged call too: `looked` tells them apart.
+            shared = bare & ~masked & ~(is_open | neutral)
+            # Only where the grammar rules it out as text.
             bare &= masked & ~(is_open | neutral)
         p_open = _mass(lp, is_open)
         if bool(bare.any()):
@@ -263,11 +287,40 @@ class GateRun:
             return self.opener
         self.odds = p_open - p_other
         self.pending_no = is_open
+        if self.odds < MIN_OPENER_ODDS and self.gate.look and bool(shared.any()):
+            self.p_open, self.p_other, self.p_shared = p_open, p_other, _mass(lp, shared)
+            scores = host(lp).astype(np.float64)
+            self.look_id = int(np.flatnonzero(shared)[np.argmax(scores[shared])])
+            return LOOK
+        return self._probe_or_not(logits)
+
+    def _probe_or_not(self, logits: Logits) -> bytes:
         if self.odds < MIN_OPENER_ODDS:  # not even considering a call: no probe
             self.decisions.append((self.odds, False))
-            fill_neginf(logits, is_open)
+            fill_neginf(logits, self.pending_no)
             return b""
         return PROBE
+
+    def looked(self, logits: Logits, after: Logits | None) -> bytes:
+        """After `LOOK`: `after` is the model's own next-token logits once the shared start is
+        written (None: it could not be looked at). The share of it that goes on to spell the
+        untagged call (`"name": "`) is the share of the shared start's mass that means a
+        call; the decision goes on from there (`PROBE`, or b"" with the opener masked)."""
+        untagged = self.gate.untagged
+        if after is not None and untagged is not None:
+            done = bytes(self.index.token_bytes[self.look_id])
+            rest = _tables(self.index, untagged.encode()[len(done) :]).opener_ids
+            lp = log_softmax(after)
+            ahead = np.zeros(after.shape[-1], dtype=bool)
+            ahead[rest[rest < after.shape[-1]]] = True
+            share = min(_mass(lp, ahead), 0.0)
+            call = self.p_shared + share
+            p_open = float(np.logaddexp(self.p_open, call))
+            # what stays the output's: p_other less the shared start's call share
+            gone = math.exp(call - self.p_other) if self.p_other > -math.inf else 1.0
+            left = self.p_other + math.log1p(-gone) if gone < 1.0 else -math.inf
+            self.odds = p_open - left if left > -math.inf else math.inf
+        return self._probe_or_not(logits)
 
     def settle(self, logits: Logits, fit: float | None) -> bool:
         """Decide after the probe: `fit` is the model's own (unmasked) log-probability of the

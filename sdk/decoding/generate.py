@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from sdk.decoding._alignment import give_back_extendable
-from sdk.decoding._gate import PROBE, CallGate, GateRun
+from sdk.decoding._gate import LOOK, PROBE, CallGate, GateRun
 from sdk.decoding._retreat import DEAD_SHARE, Retreat
 from sdk.decoding.formats import HERMES, ParsedCall, ToolCallFormat
 from sdk.engine.logits import (
@@ -508,6 +508,8 @@ class _Turn:
         preset: int | None = None
         if steer is not None:
             opener = steer.steer(logits, raw)
+            if opener == LOOK:
+                opener = steer.looked(logits, self._look(steer.look_id))
             if opener == PROBE:
                 opener, preset = self._probe(matcher, steer, logits)
             if opener:
@@ -523,6 +525,19 @@ class _Turn:
                     steer.only_opener(logits)
         self.usage.forced_tokens += len(feed)
         return feed, preset
+
+    def _look(self, token: int) -> Logits | None:
+        """The model's next-token logits after `token` (the gate's `LOOK`: a start a typed
+        output and an untagged call share), the session rolled back after them; None where
+        it cannot roll back."""
+        if token < 0 or not hasattr(self.session, "rollback"):
+            return None
+        t0 = time.perf_counter()
+        after = as_float(self.session.feed([token]))
+        cast("RollbackSession", self.session).rollback(1)
+        self.usage.forward_passes += 1
+        self.mask_time -= time.perf_counter() - t0  # a forward pass, not mask time
+        return after
 
     def _probe(self, matcher: Matcher, steer: GateRun, logits: Logits) -> tuple[bytes, int | None]:
         """The gate asked for the call probe (`_probe_call`): the opener to force (b"" for
