@@ -100,7 +100,8 @@ TAGGED = f"<tool_call>\n{CALL}\n</tool_call>"
 
 def _plan(means_call: bool) -> Plan:
     def plan(request: TurnRequest, done: str) -> Sequence[str]:
-        if any(m.role == "tool" for m in request.messages):
+        users = [i for i, m in enumerate(request.messages) if m.role == "user"]
+        if any(m.role == "tool" for m in request.messages[users[-1] :]):
             return ['{"sku": "A-100", "units": 12}']  # the result is in: the answer
         if done.startswith("<tool_call>"):
             return [TAGGED + "\n"]  # the call the probe opened, a newline, then the end
@@ -112,8 +113,8 @@ def _plan(means_call: bool) -> Plan:
 def test_a_typed_output_turn_makes_the_call_the_model_means(smollm2_tokenizer: Any) -> None:
     """The model opens with `{"` either way; the token it wants after that says whether it
     calls. Meaning a call, the tool runs once and the output holds its result (the turn
-    ends after the call's newline: no second call forced by it); meaning the output, it is
-    written at once."""
+    ends after the call's newline: no second call forced by it), in a later run of the
+    conversation as well; meaning the output, it is written at once."""
     executed.clear()
     model = _Follows(_plan(means_call=True), smollm2_tokenizer)
     agent = Agent(
@@ -123,6 +124,9 @@ def test_a_typed_output_turn_makes_the_call_the_model_means(smollm2_tokenizer: A
     assert result.output == Stock(sku="A-100", units=12) and executed == ["A-100"]
     (call,) = [m for m in result.messages if m.role == "assistant" and m.tool_calls]
     assert call.content.rstrip() == TAGGED  # one call: its newline did not force another
+    # a new question after a history that holds a tool result: its call is made too
+    again = agent.run_sync("And now?", message_history=result.all_messages())
+    assert again.output == Stock(sku="A-100", units=12) and executed == ["A-100", "A-100"]
 
     executed.clear()
     model = _Follows(_plan(means_call=False), smollm2_tokenizer)

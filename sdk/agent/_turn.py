@@ -136,9 +136,7 @@ class TurnAssembly:
             max_tokens=run.max_tokens,
             sampling=run.sampling,
             parallel_tool_calls=self.parallel_tool_calls,
-            gate=self.gate(
-                grammar, fmt, tokenizer, look=not any(m.role == "tool" for m in run.messages)
-            ),
+            gate=self.gate(grammar, fmt, tokenizer, look=not run.tool_calls),
             heal=self.token_healing,
             scanner=self.scanner(run, grammar, fmt) if run.sink is not None else None,
             cancel=run.cancel,
@@ -158,8 +156,8 @@ class TurnAssembly:
         self, grammar: TurnGrammar, fmt: ToolCallFormat, tokenizer: Any, *, look: bool = False
     ) -> CallGate | None:
         """How this turn's call boundaries are steered (see `sdk.decoding._gate`). `look`:
-        no tool result yet, so a typed output's start that also begins an untagged call is
-        looked past (`CallGate.look`)."""
+        the run has made no call yet, so a typed output's start that also begins an untagged
+        call is looked past (`CallGate.look`)."""
         if not grammar.tool_names:
             return None
         traits = format_traits(fmt)

@@ -114,9 +114,10 @@ class CallGate:
     # counts as mass on a call (the grammar keeps such text from being an answer).
     untagged: str | None = None
     # Where a typed output's first token also begins an untagged call, look at the token
-    # after it (`LOOK`). The agent sets it before the conversation holds a tool result: after
-    # one, a small tool-trained model writes JSON by habit, and its `{"name"` there named a
-    # tool nobody asked for (Qwen2.5-Coder-0.5B: `reserve` after `lookup_stock`).
+    # after it (`LOOK`). The agent sets it until the run's first call (a history from earlier
+    # runs aside): after a result, a small tool-trained model writes JSON by habit, and its
+    # `{"name"` there named a tool nobody asked for (Qwen2.5-Coder-0.5B: `reserve` after
+    # `lookup_stock`).
     look: bool = False
 
 
