@@ -301,11 +301,14 @@ def _tag(text: str) -> str | None:
 _TRAILING = lark_literal("\n")
 
 
+def _own_calls_rule(fmt: ToolCallFormat) -> bool:
+    """Does `fmt` wrap its calls its own way (one envelope around them all)?"""
+    return getattr(type(fmt), "calls_rule", CallFormat.calls_rule) is not CallFormat.calls_rule
+
+
 def _trailing_newline(fmt: ToolCallFormat) -> bool:
-    """Does `fmt` separate its calls with a bare newline, each call on its own (no envelope
-    around them all)?"""
-    own = getattr(type(fmt), "calls_rule", CallFormat.calls_rule) is not CallFormat.calls_rule
-    return not own and fmt.separator_rule() == _TRAILING
+    """Does `fmt` separate its calls with a bare newline, each call on its own?"""
+    return not _own_calls_rule(fmt) and fmt.separator_rule() == _TRAILING
 
 
 def _turn_parts(
@@ -336,14 +339,6 @@ def _turn_parts(
             calls = traits.calls_rule("call", parallel)
         else:
             calls = f"call ({fmt.separator_rule()} call)*" if parallel else "call"
-        # Next to a typed output, as in text replies, the newline a model writes after a call
-        # may end the turn, then it decides between another call and its end
-        # (Qwen2.5-Coder-0.5B: `\n` 0.999 after `</tool_call>`, then its end token 0.9999);
-        # without it, the newline committed to a call it never meant. "required" keeps the
-        # commitment: Qwen ends its turn there even where the question needs more calls
-        # (BFCL "parallel", first 12: no turn right when it may end, 4 when it commits).
-        trailing = parallel and getattr(fmt, "parallel", True) and _trailing_newline(fmt)
-        ends = f"{calls} {_TRAILING}?" if trailing else calls
         if mode == "required" and reasoning:
             # Free text first (never containing the opener), then the call(s); the decoding
             # loop bounds the text by a token budget (`CallGate.budget`).
@@ -352,12 +347,20 @@ def _turn_parts(
         elif mode == "required":
             parts.append(f"start: {calls}")
         elif output_schema is not None:
-            parts.append(f"start: {ends} | {out_start}")
+            # Next to a typed output, as in text replies, the newline a model writes after a
+            # call may end the turn, then it decides between another call and its end
+            # (Qwen2.5-Coder-0.5B: `\n` 0.999 after `</tool_call>`, then its end token
+            # 0.9999); without it, the newline committed to a call it never meant. "required"
+            # keeps the commitment: Qwen ends its turn there even where the question needs more
+            # calls (BFCL "parallel", first 12: no turn right when it may end, 4 when it commits).
+            if parallel and getattr(fmt, "parallel", True) and _trailing_newline(fmt):
+                calls = f"{calls} {_TRAILING}?"
+            parts.append(f"start: {calls} | {out_start}")
         else:
             # A format whose calls share one envelope (a JSON list after a marker) repeats the
             # envelope; the others repeat single calls (and so need no separator rule here).
             unit = "call"
-            if getattr(type(fmt), "calls_rule", CallFormat.calls_rule) is not CallFormat.calls_rule:
+            if _own_calls_rule(fmt):
                 parts.append(f"envelope: {calls}")
                 unit = "envelope"
             if traits.whole_reply:
