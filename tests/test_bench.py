@@ -253,6 +253,24 @@ def _bfcl_item(category: str, truth: list[dict[str, Any]], *names: str) -> Any:
     return Item(category, f"{category}_0", "Do it.", tools, truth)
 
 
+def test_bfcl_missing_questions_offer_every_function_but_the_expected_one(
+    tmp_path: Path,
+) -> None:
+    from sdk.bench.bfcl import Outcome, load, score
+
+    fns = [_bfcl_fn("f"), _bfcl_fn("g"), _bfcl_fn("h")]
+    question = {"id": "multiple_0", "question": [[{"role": "user", "content": "Do f."}]]}
+    (tmp_path / "BFCL_v4_multiple.jsonl").write_text(json.dumps({**question, "function": fns}))
+    truth = {"id": "multiple_0", "ground_truth": [{"g": {"a": [1]}}]}
+    (tmp_path / "BFCL_v4_multiple.answers.jsonl").write_text(json.dumps(truth))
+    (multiple,) = load("multiple", 5, data=tmp_path)
+    (missing,) = load("missing", 5, data=tmp_path)
+    assert list(multiple.tools) == ["f", "g", "h"] and multiple.truth
+    assert (missing.category, list(missing.tools), missing.truth) == ("missing", ["f", "h"], [])
+    assert score(Outcome(), missing, []).correct
+    assert not score(Outcome(), missing, [("f", {"a": 1})]).correct
+
+
 def test_bfcl_parallel_matching_is_one_to_one_in_any_order() -> None:
     from sdk.bench.bfcl import match_calls
 

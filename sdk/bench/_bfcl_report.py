@@ -70,7 +70,13 @@ _COLUMNS: dict[str, list[tuple[str, str]]] = {
     ],
     "irrelevance": [("no_call", "no call"), ("parsed", "parsed"), ("valid", "valid")],
 }
-HEADLINE = {"multiple": "correct", "parallel": "all calls correct", "irrelevance": "no call"}
+_COLUMNS["missing"] = _COLUMNS["irrelevance"]
+HEADLINE = {
+    "multiple": "correct",
+    "parallel": "all calls correct",
+    "irrelevance": "no call",
+    "missing": "no call",
+}
 
 
 def _cell(value: Any, pct: bool, missing: str = "n/a") -> str:

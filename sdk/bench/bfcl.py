@@ -9,7 +9,9 @@ The first N questions (from --offset) of each category of the BFCL v4 dev split 
 
 - multiple: several functions offered, one correct call;
 - parallel: one function offered, several calls of it expected in one turn (any order);
-- irrelevance: no offered function fits; the right behaviour is to make NO call.
+- irrelevance: no offered function fits; the right behaviour is to make NO call;
+- missing: the "multiple" questions with their expected function taken away (several
+  functions offered, none fits): NO call, as for irrelevance.
 
 The offered functions become tools (BFCL's loose types mapped to JSON Schema: dict→object,
 float→number, tuple→array, any→unconstrained) and the model answers ONE turn, greedy:
@@ -73,7 +75,10 @@ from ._bfcl_score import Call, call_status, is_correct, match_calls
 DATA_ENV = "SDK_BFCL_DIR"
 QUESTIONS = "BFCL_v4_multiple.jsonl"
 ANSWERS = "BFCL_v4_multiple.answers.jsonl"
-CATEGORIES = ("multiple", "parallel", "irrelevance")
+CATEGORIES = ("multiple", "parallel", "irrelevance", "missing")
+#: Categories whose right answer is no call.
+NO_CALL = frozenset({"irrelevance", "missing"})
+DEFAULT_CATEGORIES = ("multiple", "parallel", "irrelevance")
 SDK_MODES = ("required", "auto", "best", "exact")
 #: Modes that run the agent with another `tool_choice` and decoding: mode -> (choice, decoding).
 _SDK_TURNS = {"best": ("required", "best"), "exact": ("required", "exact")}
@@ -190,24 +195,31 @@ def _load(
 
 
 def load(category: str, n: int, offset: int = 0, data: Path | None = None) -> list[Item]:
-    """The first `n` questions of `category` from `offset`, with their ground truth."""
-    base = (data or data_dir()) / f"BFCL_v4_{category}"
+    """The first `n` questions of `category` from `offset`, with their ground truth.
+
+    "missing" is made from "multiple": each question with its expected function taken away,
+    so several functions are offered and none fits. (Every BFCL "irrelevance" question offers
+    exactly one function and every "multiple" question two to four: a decision that counted
+    the offered tools would pass both without telling fitting tools from others.)"""
+    source = "multiple" if category == "missing" else category
+    base = (data or data_dir()) / f"BFCL_v4_{source}"
     with open(f"{base}.jsonl", encoding="utf-8") as f:
         qs = [json.loads(line) for line in f][offset : offset + n]
     answers: dict[str, Any] = {}
-    if category != "irrelevance":
+    if source != "irrelevance":
         with open(f"{base}.answers.jsonl", encoding="utf-8") as f:
             answers = {a["id"]: a["ground_truth"] for a in map(json.loads, f)}
-    return [
-        Item(
-            category,
-            q["id"],
-            q["question"][0][-1]["content"],
-            {t.name: t for t in (RawTool.from_bfcl(fn) for fn in q["function"])},
-            list(answers.get(q["id"], [])),
-        )
-        for q in qs
-    ]
+    items = []
+    for q in qs:
+        tools = {t.name: t for t in (RawTool.from_bfcl(fn) for fn in q["function"])}
+        truth = list(answers.get(q["id"], []))
+        if category == "missing":
+            for call in truth:
+                for name in call:
+                    tools.pop(name, None)
+            truth = []
+        items.append(Item(category, q["id"], q["question"][0][-1]["content"], tools, truth))
+    return items
 
 
 # ------------------------------------------------------------------------------ outcomes
@@ -264,7 +276,7 @@ def score(out: Outcome, item: Item, calls: Sequence[Call]) -> Outcome:
         return out
     if calls:
         out.parsed, out.valid = status[0]
-    if item.category == "irrelevance":
+    if item.category in NO_CALL:
         out.correct = not out.called
     else:
         name, args = calls[0] if calls else ("", None)
@@ -539,7 +551,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--data", help=f"the BFCL v4 dev split's folder (default ${DATA_ENV})")
     parser.add_argument("--n", type=int, default=50, help="questions per category (default 50)")
     parser.add_argument("--offset", type=int, default=0, help="skip this many questions first")
-    parser.add_argument("--categories", default=",".join(CATEGORIES), help="comma-separated")
+    parser.add_argument(
+        "--categories",
+        default=",".join(DEFAULT_CATEGORIES),
+        help=f"comma-separated, of {', '.join(CATEGORIES)} (default {', '.join(DEFAULT_CATEGORIES)})",
+    )
     parser.add_argument(
         "--modes",
         default=",".join(DEFAULT_MODES),
