@@ -309,23 +309,28 @@ def test_auto_decision_is_off_with_none_and_scripts_are_unaffected(smollm2_token
 
 
 def test_auto_bias_follows_the_template(smollm2_tokenizer: Any) -> None:
-    """A template that renders tools marks a model trained to call: the stricter bias."""
+    """A template that renders tools marks a model trained to call: the stricter bias, and the
+    whole name followed."""
     from sdk.decoding._gate import DEFAULT_AUTO_CALL_BIAS, TOOL_TRAINED_CALL_BIAS
 
-    def bias(agent: Agent[Any]) -> float:  # what the "auto" turn's gate is given
+    def bias(agent: Agent[Any]) -> tuple[float | None, bool]:  # the "auto" turn's gate's
         fmt = agent.resolved_format()  # resolves the backend
         gate = agent._assembly.gate(agent._turn_grammar("auto", fmt), fmt, agent.model.tokenizer)
         assert gate is not None
-        return gate.bias
+        return gate.bias, gate.whole_name
 
     assert bias(Agent(TestModel([], tokenizer=smollm2_tokenizer), tools=[get_weather])) == (
-        DEFAULT_AUTO_CALL_BIAS
+        DEFAULT_AUTO_CALL_BIAS,
+        False,  # a generic model's name is read at its first token
     )
     tok = copy.deepcopy(smollm2_tokenizer)
     tok.chat_template = _HERMES_LIKE.replace("SEPS", "(', ', ': ')")
-    assert bias(Agent(TestModel([], tokenizer=tok), tools=[get_weather])) == TOOL_TRAINED_CALL_BIAS
+    assert bias(Agent(TestModel([], tokenizer=tok), tools=[get_weather])) == (
+        TOOL_TRAINED_CALL_BIAS,
+        True,
+    )
     fixed = Agent(TestModel([], tokenizer=tok), tools=[get_weather], auto_call_bias=1.5)
-    assert bias(fixed) == 1.5
+    assert bias(fixed) == (1.5, True)
 
 
 # ------------------------------------------------------------------ reasoning before the call

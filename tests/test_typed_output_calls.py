@@ -3,11 +3,13 @@
 A tool-trained model writes its calls as JSON without tags (Qwen2.5-Coder-0.5B: `{"name":
 "lookup_stock", ...}`, its first token `{"`), which is also how a typed output opens; after a
 call it writes a newline and then ends its turn. A model whose next token follows a script of
-texts (the real SmolLM2 tokenizer, the real turn grammar, an agent run) shows both.
+texts (the real SmolLM2 tokenizer, the real turn grammar, an agent run) shows both, and how
+the call decision reads a tool name the model means but nobody offered.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,6 +20,17 @@ from sdk import Agent, tool
 from sdk.backends.chat_template import encode_prompt, render_prompt
 from sdk.backends.test import TestModel
 from sdk.decoding.generate import TurnRequest
+
+# A chat template that renders tools (Hermes' envelope), as tool-trained models' do.
+TOOL_TRAINED = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n"
+    "{% if m.tool_calls %}{% for c in m.tool_calls %}"
+    '<tool_call>\n{"name": "{{ c.function.name }}", "arguments": '
+    "{{ c.function.arguments | tojson }}}\n</tool_call>"
+    "{% endfor %}{% else %}{{ m.content }}{% endif %}<|im_end|>\n{% endfor %}"
+    "{% if tools %}{% for t in tools %}{{ t | tojson }}{% endfor %}{% endif %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 # (the turn's request, its text so far) -> texts the model may be writing, best first
 Plan = Callable[[TurnRequest, str], Sequence[str]]
@@ -135,3 +148,43 @@ def test_a_typed_output_turn_makes_the_call_the_model_means(smollm2_tokenizer: A
     )
     result = agent.run_sync("How many A-100 do we have?")
     assert result.output == Stock(sku="A-100", units=100) and executed == []
+
+
+@tool
+def lookup_price(sku: str) -> float:
+    """The unit price of a product."""
+    executed.append(f"price {sku}")
+    return 9.5
+
+
+def _wants(name: str) -> Plan:
+    """A model that opens a call to `name`, and else answers in words."""
+
+    def plan(request: TurnRequest, done: str) -> Sequence[str]:
+        if any(m.role == "tool" for m in request.messages):
+            return ["It costs 9.50."]
+        call = f'<tool_call>\n{{"name": "{name}", "arguments": {{"sku": "A-100"}}}}\n</tool_call>'
+        return [call, "I cannot tell."]
+
+    return plan
+
+
+def test_a_name_that_parts_from_the_offered_ones_after_their_shared_start_is_no_call(
+    smollm2_tokenizer: Any,
+) -> None:
+    """A tool-trained model (its template renders tools) wants `lookup_orders`, which nobody
+    offered: its first name token (`look`) is the offered names' too, and only later does its
+    mass leave them. The call decision follows the whole name, so no tool runs and the model
+    answers; wanting `lookup_price`, it calls that."""
+    tok = copy.deepcopy(smollm2_tokenizer)
+    tok.chat_template = TOOL_TRAINED  # renders tools: a tool-trained model
+    shared = tok.encode("lookup_orders", add_special_tokens=False)[0]
+    assert shared == tok.encode("lookup_stock", add_special_tokens=False)[0]
+    for name, output, runs in (
+        ("lookup_orders", "I cannot tell.", []),
+        ("lookup_price", "It costs 9.50.", ["price A-100"]),
+    ):
+        executed.clear()
+        agent = Agent(_Follows(_wants(name), tok), tools=[lookup_stock, lookup_price])
+        result = agent.run_sync("What do our orders say about A-100?")
+        assert (result.output, executed) == (output, runs)

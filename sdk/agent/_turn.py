@@ -181,6 +181,7 @@ class TurnAssembly:
                 gate,
                 bias=self.call_bias(tokenizer),
                 name_prefix=prefix,
+                whole_name=tokenizer is not None and template_supports_tools(tokenizer),
                 untagged=None if traits.whole_reply else _untagged(fmt, prefix),
                 look=look and grammar.has_output,
             )

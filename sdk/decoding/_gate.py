@@ -9,9 +9,12 @@ name: so at a call boundary (the turn's start, or right after a call closed, onc
 whitespace is written) the gate
 
 1. opens the call tentatively: one forward pass over the opener and the body's start
-   (`<tool_call>\n{"name": "`), and reads how much of the model's own next-token
-   probability the offered tool names get (`fit`, a log-probability; a model that wants a
-   tool nobody offered puts its mass elsewhere);
+   (`<tool_call>\n{"name": "`), and, for tool-trained models (`whole_name`), one per token
+   of the name the grammar lets it write, until the name closes; `fit` adds up the log of
+   the share of the model's own probability that the offered names' continuations get at
+   each of those tokens (a model that wants a tool nobody offered puts its mass elsewhere:
+   at the name's first token, or where its name parts from the offered ones, `lookup_` then
+   `orders`);
 2. calls iff `fit + bias > 0`; then the probe's tokens are kept (no pass wasted); otherwise
    the session is rolled back and the opener is masked for that token only (the model may
    still open a call later in its text).
@@ -69,9 +72,9 @@ DEFAULT_AUTO_CALL_BIAS = 2.75
 at least e^-2.75 ~ 6 % of the model's own probability where a name starts."""
 TOOL_TRAINED_CALL_BIAS = 0.03
 """The same for models whose chat template renders tools: trained to call, they put nearly all
-their mass on a name that fits (Qwen2.5-Coder-0.5B: a median share above 99.7 % on BFCL
-"multiple", 78 % on "irrelevance"), so a weaker share (~97 %) already says the offered tools do
-not fit. Both values were calibrated on the dev BFCL splits and checked on questions that played
+their mass on a name that fits (Qwen2.5-Coder-0.5B: a median share above 99.7 % of the name's
+first token on BFCL "multiple", 78 % on "irrelevance"), so a weaker share (~97 %, the whole name
+followed) already says the offered tools do not fit. Both values were calibrated on the dev BFCL splits and checked on questions that played
 no part in the choice; see the call-quality docs page."""
 
 _WS = b" \t\r\n"
@@ -100,6 +103,10 @@ class CallGate:
     bias: float | None = None
     budget: int | None = None
     name_prefix: str | None = None  # a call's text up to its tool name (enables the probe)
+    # The probe follows the whole name (tool-trained models, whose names are one unit to
+    # them); else it reads the name's first token only: a generic chat model spells a name it
+    # never saw token by token, and its doubts there are about spelling, not about the tool.
+    whole_name: bool = False
     drop_repeats: bool = False
     keep_complete_calls: bool = False  # max_tokens inside a call: keep the turn's earlier ones
     # The format's reasoning span `(start, end)`: while the turn is inside it no call is seen
@@ -324,9 +331,10 @@ class GateRun:
         return self._probe_or_not(logits)
 
     def settle(self, logits: Logits, fit: float | None) -> bool:
-        """Decide after the probe: `fit` is the model's own (unmasked) log-probability of the
-        tool name it wrote under the grammar (None: no probe could run, the opener's odds
-        decide). Returns whether to call; if not, masks the opener in `logits`."""
+        """Decide after the probe: `fit` is the log of the share of the model's own
+        (unmasked) probability that the offered names got along the name it wrote under the
+        grammar (None: no probe could run, the opener's odds decide). Returns whether to
+        call; if not, masks the opener in `logits`."""
         bias = self.gate.bias
         assert bias is not None
         score = (self.odds if fit is None else fit) + bias

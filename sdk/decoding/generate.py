@@ -552,8 +552,9 @@ class _Turn:
             self.sampling,
             self.generator,
             self.max_tokens - len(self.out),
+            PROBE_NAME_TOKENS if steer.gate.whole_name else 0,
         )
-        self.usage.forward_passes += 1 if probe else 0
+        self.usage.forward_passes += 1 + len(probe.fed) - probe.forced if probe else 0
         self.mask_time -= time.perf_counter() - t_probe  # a forward pass, not mask time
         if steer.settle(logits, probe.fit if probe else None):
             if probe is None:
@@ -562,7 +563,7 @@ class _Turn:
             for x in probe.fed:
                 matcher.advance(x)
             self.out += probe.fed
-            self.usage.forced_tokens += len(probe.fed)
+            self.usage.forced_tokens += probe.forced
             steer.after(self.index.decode_bytes(probe.fed), len(probe.fed))
             return b"", probe.last
         if probe is not None:
@@ -660,9 +661,14 @@ def _prefill(session: DecodeSession, start: list[int]) -> tuple[Logits, int]:
 
 @dataclass
 class _Probe:
-    fed: list[int]  # forced tokens fed to the session: the opener and the call's start
-    last: int  # the first token of the tool name, chosen under the grammar (not yet fed)
+    fed: list[int]  # tokens fed to the session: the opener, the call's start, the name's start
+    last: int  # the next token of the tool name, chosen under the grammar (not yet fed)
     fit: float  # log of the share of the model's own mass that the offered names get
+    forced: int  # how many of `fed` were forced (the rest were chosen under the grammar)
+
+
+#: The probe follows a tool name for at most this many tokens.
+PROBE_NAME_TOKENS = 16
 
 
 def _probe_call(
@@ -674,12 +680,15 @@ def _probe_call(
     sampling: SamplingConfig,
     generator: Rng | None,
     budget: int,
+    follow: int = PROBE_NAME_TOKENS,
 ) -> _Probe | None:
     """Open a call tentatively (one forward pass over the opener and the forced start of the
-    body) and measure how much of the model's own next-token probability the offered tool
-    names get: a model that wants a tool nobody offered puts its mass elsewhere. Only the
-    first name token counts (later ones depend on how many tools share a prefix). None where
-    the session cannot be rolled back or the budget is too small; the matcher is not moved."""
+    body) and measure how much of the model's own probability the offered tool names get: a
+    model that wants a tool nobody offered puts its mass elsewhere. The name is followed for
+    up to `follow` tokens, as chosen under the grammar, until it closes: at each step the
+    share the offered names' continuations get counts, so a name that parts from the offered
+    ones after a shared start (`math.` then a function nobody offered) shows. None where the
+    session cannot be rolled back or the budget is too small; the matcher is not moved."""
     if not prefix or not hasattr(session, "rollback"):
         return None
     fork = matcher.fork()
@@ -690,12 +699,19 @@ def _probe_call(
         return None
     if not ids or len(ids) + 1 >= budget:
         return None
+    fed, forced, fit = list(ids), len(ids), 0.0
     logits = as_float(session.feed(ids))
-    logp = log_softmax(logits)
-    fork.apply_to_logits(logits)
-    fit = logsumexp(logp[~neginf(logits)])
-    tid = _choose(logits, sampling, generator)
-    return _Probe(list(ids), tid, fit)
+    while True:
+        logp = log_softmax(logits)
+        fork.apply_to_logits(logits)
+        fit += min(logsumexp(logp[~neginf(logits)]), 0.0)
+        tid = _choose(logits, sampling, generator)
+        closed = b'"' in index.decode_bytes([tid])
+        if closed or len(fed) - forced >= follow or len(fed) + 2 >= budget:
+            return _Probe(fed, tid, fit, forced)
+        fork.advance(tid)
+        fed.append(tid)
+        logits = as_float(session.feed([tid]))
 
 
 def _cut_back(
