@@ -24,6 +24,7 @@ from sdk.backends.transformers import probe_call_style
 from sdk.decoding._gate import PROBE, CallGate, GateRun
 from sdk.decoding.call_style import COMPACT, SPACED, CallStyle
 from sdk.decoding.formats import HERMES
+from tests._templates import HERMES_LIKE
 
 
 @tool
@@ -134,17 +135,6 @@ def test_default_style_is_the_models_and_shapes_prompt_and_history(
     assert '"arguments":{"city":"Oslo"}' in compact.plan_sync("x").output
 
 
-_HERMES_LIKE = (
-    "{% for m in messages %}<|im_start|>{{ m.role }}\n"
-    "{% if m.tool_calls %}{% for c in m.tool_calls %}"
-    '<tool_call>\n{"name": "{{ c.function.name }}", "arguments": '
-    "{{ c.function.arguments | tojson(separators=SEPS) }}}\n</tool_call>"
-    "{% endfor %}{% else %}{{ m.content }}{% endif %}<|im_end|>\n{% endfor %}"
-    "{% if tools %}{% for t in tools %}{{ t | tojson }}{% endfor %}{% endif %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-
-
 @pytest.mark.parametrize(
     ("seps", "expected"),
     [("(', ', ': ')", SPACED), ("(',', ':')", COMPACT), ("(',', ': ')", None)],
@@ -153,7 +143,7 @@ def test_probe_reads_the_templates_separators(
     smollm2_tokenizer: Any, seps: str, expected: CallStyle | None
 ) -> None:
     tok = copy.deepcopy(smollm2_tokenizer)
-    tok.chat_template = _HERMES_LIKE.replace("SEPS", seps)
+    tok.chat_template = HERMES_LIKE.replace("SEPS", seps)
     style = probe_call_style(tok)
     assert style == (expected or CallStyle("custom", (",", ": ")))
     agent = Agent(TestModel([], tokenizer=tok), tools=[get_weather])
@@ -324,7 +314,7 @@ def test_auto_bias_follows_the_template(smollm2_tokenizer: Any) -> None:
         False,  # a generic model's name is read at its first token
     )
     tok = copy.deepcopy(smollm2_tokenizer)
-    tok.chat_template = _HERMES_LIKE.replace("SEPS", "(', ', ': ')")
+    tok.chat_template = HERMES_LIKE.replace("SEPS", "(', ', ': ')")
     assert bias(Agent(TestModel([], tokenizer=tok), tools=[get_weather])) == (
         TOOL_TRAINED_CALL_BIAS,
         True,

@@ -20,17 +20,7 @@ from sdk import Agent, tool
 from sdk.backends.chat_template import encode_prompt, render_prompt
 from sdk.backends.test import TestModel
 from sdk.decoding.generate import TurnRequest
-
-# A chat template that renders tools (Hermes' envelope), as tool-trained models' do.
-TOOL_TRAINED = (
-    "{% for m in messages %}<|im_start|>{{ m.role }}\n"
-    "{% if m.tool_calls %}{% for c in m.tool_calls %}"
-    '<tool_call>\n{"name": "{{ c.function.name }}", "arguments": '
-    "{{ c.function.arguments | tojson }}}\n</tool_call>"
-    "{% endfor %}{% else %}{{ m.content }}{% endif %}<|im_end|>\n{% endfor %}"
-    "{% if tools %}{% for t in tools %}{{ t | tojson }}{% endfor %}{% endif %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
+from tests._templates import HERMES_LIKE
 
 # (the turn's request, its text so far) -> texts the model may be writing, best first
 Plan = Callable[[TurnRequest, str], Sequence[str]]
@@ -177,7 +167,7 @@ def test_a_name_that_parts_from_the_offered_ones_after_their_shared_start_is_no_
     mass leave them. The call decision follows the whole name, so no tool runs and the model
     answers; wanting `lookup_price`, it calls that."""
     tok = copy.deepcopy(smollm2_tokenizer)
-    tok.chat_template = TOOL_TRAINED  # renders tools: a tool-trained model
+    tok.chat_template = HERMES_LIKE.replace("SEPS", "(', ', ': ')")  # a tool-trained model
     shared = tok.encode("lookup_orders", add_special_tokens=False)[0]
     assert shared == tok.encode("lookup_stock", add_special_tokens=False)[0]
     for name, output, runs in (
