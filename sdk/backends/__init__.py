@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast, runtime
 from sdk._stream import TokenStream, TurnScanner, emit_whole_turn
 from sdk.decoding.best import best_turn
 from sdk.decoding.exact import exact_turn
+from sdk.decoding.formats import format_traits
 from sdk.decoding.generate import (
     DecodeSession,
     SamplingConfig,
@@ -194,6 +195,7 @@ def run_local_turn(
                 stream,
                 tokenizer=model.tokenizer,
                 heal=settings.heal,
+                open_end=format_traits(request.fmt).closer if grammar.mode == "required" else None,
             )
         if stream is not None:
             stream.finish()

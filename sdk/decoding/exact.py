@@ -19,7 +19,10 @@ kept more often, and prefixes already visited cost no forward pass.
 
 An output ends where the grammar does: at the end token where the grammar may end, or where
 nothing but the end token could follow (the turn stops there without sampling it, as the
-masked sampler does). `max_tokens` bounds the outputs considered.
+masked sampler does). `max_tokens` bounds the outputs considered. In a one-call turn, the end
+token may also stand for the call's closer where only the closer is left (`open_end`): a model
+that ends its turn right after the call's JSON gives the closer almost nothing, the same for
+every call, and each new call drawn was rejected at its very end.
 """
 
 from __future__ import annotations
@@ -72,6 +75,9 @@ class _Node:
     # children proved taken off): logs, as that mass can be far below float precision of 1
     log_alive: float = 0.0
     kids: dict[int, _Node] = field(default_factory=dict)
+    # where the end token also ends the output, the call's closer implied (`open_end`): the
+    # closer's tokens, written in its place
+    implied: list[int] | None = None
 
     @property
     def opened(self) -> bool:
@@ -99,6 +105,12 @@ class ExactSampler:
             spelling; a walk that follows that spelling costs no more passes. None: one
             pass a new prefix.
         heal: With `forced`: the run ends where the model's own tokens would.
+        open_end: With `forced`, a call format's closer (`</tool_call>`): where nothing but it
+            (after whitespace) is left before the output must end, the end token also ends
+            the output, the closer written in its place. The outputs are those of the
+            grammar and those that leave that closer out; both parse to the same calls.
+            (Qwen2.5-Coder-0.5B ends its turn after a call's JSON, giving the closer about
+            e^-23: each new call drawn was rejected at its very end.)
     """
 
     def __init__(
@@ -112,6 +124,7 @@ class ExactSampler:
         max_tokens: int = 256,
         forced: tuple[TokenizerIndex, Any] | None = None,
         heal: bool = True,
+        open_end: str | None = None,
     ) -> None:
         if temperature <= 0:
             raise ConfigError("exact sampling needs temperature > 0 (greedy has no distribution)")
@@ -121,6 +134,7 @@ class ExactSampler:
         self.eos_ids = eos_ids
         self.forced = forced
         self.heal = heal
+        self.open_end = open_end.encode() if open_end and forced is not None else None
         self._cursor = Cursor(session)
         self.root = _Node((), matcher.fork())
         self._open(self.root)
@@ -162,9 +176,44 @@ class ExactSampler:
         assert node.matcher is not None
         logp = _log_softmax(row, self.temperature)
         at_limit = len(node.path) >= self.max_tokens
-        node.ids = np.flatnonzero(valid_tokens(node.matcher, logp.shape[0], self.eos_ids, at_limit))
+        allowed = valid_tokens(node.matcher, logp.shape[0], self.eos_ids, at_limit)
+        node.implied = self._implied(node)
+        if node.implied is not None:
+            allowed[[i for i in self.eos_ids if i < len(allowed)]] = True
+        node.ids = np.flatnonzero(allowed)
         node.logp = logp[node.ids]
         node.log_kept = node.log_alive = logsumexp(node.logp)
+
+    def _implied(self, node: _Node) -> list[int] | None:
+        """The closer's tokens where the end token may stand for them at `node` (`open_end`:
+        nothing but the closer left before the output must end); else None."""
+        if self.open_end is None or node.matcher is None or self.forced is None:
+            return None
+        rest = node.matcher.forced_bytes()
+        if rest.lstrip() != self.open_end:
+            return None
+        index, tokenizer = self.forced
+        fork = node.matcher.fork()
+        budget = self.max_tokens - len(node.path)
+        chain = forced_token_ids(fork, index, tokenizer, budget, heal=False)
+        # only where the output must end after it: where another call may follow (parallel
+        # calls), the model's end token after a call's JSON is not its last call (see
+        # docs/concepts/faithful-sampling.md)
+        if index.decode_bytes(chain) != rest or not fork.is_terminated():
+            return None
+        return chain
+
+    def output(self, path: tuple[int, ...]) -> tuple[int, ...]:
+        """A drawn path as the output's tokens: an end token that stood for the closer
+        (`open_end`) is preceded by the closer's tokens."""
+        if not path or path[-1] not in self.eos_ids:
+            return path
+        node = self.root
+        for token in path[:-1]:
+            node = node.kids[token]
+        if node.implied is None or node.matcher is None or node.matcher.is_accepting():
+            return path
+        return (*path[:-1], *node.implied, path[-1])
 
     def _child(self, node: _Node, token: int) -> _Node:
         kid = node.kids.get(token)
@@ -239,7 +288,7 @@ class ExactSampler:
                     log_keep += self._open(node)
             self._settle(walked)
             if node.leaf and log_keep > log_u:
-                return ExactDraw(node.path, attempt, self._cursor.passes - passes)
+                return ExactDraw(self.output(node.path), attempt, self._cursor.passes - passes)
         raise UnexpectedModelBehavior(
             f"no draw was kept in {max_attempts} attempts (valid outputs have too little mass)"
         )
@@ -299,11 +348,13 @@ def exact_turn(
     *,
     tokenizer: Any = None,
     heal: bool = True,
+    open_end: str | None = None,
 ) -> TurnOutput:
     """A whole-reply constrained turn drawn exactly (`Agent(decoding="exact")`): its output
     never runs past `max_tokens` (longer outputs are not drawn), so it always ends where the
     grammar does. With `tokenizer`, forced text is opened with the prefix before it, in one
-    forward pass (`ExactSampler`'s `forced`)."""
+    forward pass (`ExactSampler`'s `forced`), and a call's closer (`open_end`) may be left to
+    the end token."""
     t0 = time.perf_counter()
     try:
         sampler = ExactSampler(
@@ -315,6 +366,7 @@ def exact_turn(
             max_tokens=max_tokens,
             forced=(index, tokenizer) if tokenizer is not None else None,
             heal=heal,
+            open_end=open_end,
         )
         drawn = sampler.draw(max_passes=16 * max_tokens + 64)
     finally:
