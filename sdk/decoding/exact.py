@@ -187,11 +187,12 @@ class ExactSampler:
     def _implied(self, node: _Node) -> list[int] | None:
         """The closer's tokens where the end token may stand for them at `node` (`open_end`:
         nothing but the closer left before the output must end); else None."""
-        if self.open_end is None or node.matcher is None or self.forced is None:
+        if self.open_end is None or node.matcher is None:
             return None
         rest = node.matcher.forced_bytes()
         if rest.lstrip() != self.open_end:
             return None
+        assert self.forced is not None  # (`open_end` is set only with it)
         index, tokenizer = self.forced
         fork = node.matcher.fork()
         budget = self.max_tokens - len(node.path)
@@ -211,7 +212,7 @@ class ExactSampler:
         node = self.root
         for token in path[:-1]:
             node = node.kids[token]
-        if node.implied is None or node.matcher is None or node.matcher.is_accepting():
+        if node.implied is None:  # (set only where forced text is left: not accepting)
             return path
         return (*path[:-1], *node.implied, path[-1])
 
