@@ -235,6 +235,30 @@ def test_the_format_is_detected_from_the_chat_template(
     assert agent.resolved_format().name == expected
 
 
+def test_results_show_in_tags_only_to_templates_trained_on_them(smollm2_tokenizer: Any) -> None:
+    """A tool-trained template's answer turn (no tools offered) shows results in the
+    `<tool_response>` tags it renders itself; a chat template without tools gets plain words
+    (tags led SmolLM2 to answer in markup)."""
+    from sdk.backends.chat_template import render_prompt
+    from sdk.decoding import TurnRequest
+    from sdk.messages import Message, ToolCallPart
+
+    call = ToolCallPart(id="c1", name="get_weather", arguments={"city": "Paris"})
+    history = [
+        Message.user("Weather in Paris?"),
+        Message.assistant("", tool_calls=[call]),
+        Message.tool("21 C", tool_call_id="c1", name="get_weather"),
+        Message.tool("windy", tool_call_id="c2", name="get_wind"),
+    ]
+    answer = TurnRequest(history, [], tool_choice="none", fmt=HERMES)
+    plain = render_prompt(smollm2_tokenizer, answer)
+    assert "user\nResult of get_weather: 21 C\nResult of get_wind: windy<|im_end|>" in plain
+    assert "<tool_response>" not in plain
+    tagged = render_prompt(_with_template(smollm2_tokenizer, "qwen3"), answer)
+    assert '<tool_response>\n{"name": "get_weather", "content": "21 C"}\n</tool_response>' in tagged
+    assert "Result of" not in tagged
+
+
 def test_templates_without_tools_get_hermes(smollm2_tokenizer: Any, gemma3_tokenizer: Any) -> None:
     assert detect_call_format(smollm2_tokenizer) is HERMES
     assert detect_call_format(gemma3_tokenizer) is HERMES

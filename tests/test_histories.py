@@ -70,7 +70,7 @@ def test_openai_calls_are_shown_as_the_model_writes_them(
 ) -> None:
     shown = _shown(model, _openai_history(content, arguments))
     assert HERMES.render_call("get_weather", {"city": "Paris"}) in shown
-    assert '{"name": "get_weather", "content": "21 C in Paris"}' in shown
+    assert "Result of get_weather: 21 C in Paris" in shown
     assert '"name": ""' not in shown
     # exactly what the model is shown after writing that call itself
     sdk = _sdk_transcript(model, ToolCallScript("get_weather", {"city": "Paris"}), "21 C.")

@@ -3,11 +3,11 @@
 Templates that take `tools=` (Qwen, Llama 3.1, Hermes, ...) render the tools themselves and
 get tool results as `role: "tool"` messages; for the others (SmolLM2's, for one) the tools are
 described in the system prompt in the Hermes style (`ToolCallFormat.tools_prompt`) and results
-come back as a user turn wrapped in `<tool_response>` tags, which is how Hermes-format models
-were trained. Tokenizers without any template (GGUF conversions such as Gemma-3's) get a
-built-in Gemma or ChatML one. A probe call rendered through the template tells which call
-format and body layout the model was trained on. Any local backend renders with these; none
-of it needs torch.
+come back as a user turn in plain words (`tool_result_text`: tags led a model never trained
+on tools to answer in markup). Tokenizers without any template (GGUF conversions such as
+Gemma-3's) get a built-in Gemma or ChatML one. A probe call rendered through the template
+tells which call format and body layout the model was trained on. Any local backend renders
+with these; none of it needs torch.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from sdk._memo import per_object
 from sdk.decoding.call_style import CallStyle
-from sdk.decoding.formats import CallFormat, format_traits, prompt_content
+from sdk.decoding.formats import CallFormat, format_traits, prompt_content, tagged_result_text
 from sdk.decoding.generate import TurnRequest
 
 if TYPE_CHECKING:
@@ -180,15 +180,23 @@ def detect_call_format(tokenizer: Any) -> CallFormat:
     return fmt.with_reasoning(markers) if markers else fmt
 
 
-def _fallback_dicts(request: TurnRequest) -> list[dict[str, Any]]:
-    """Messages for templates without tool support: tools in the system prompt, calls as
-    the format writes them (`prompt_content`), results as `<tool_response>` user turns
-    (consecutive results share one turn)."""
+def _fallback_dicts(request: TurnRequest, *, tool_template: bool) -> list[dict[str, Any]]:
+    """Messages for templates without tool support, and for tool-trained ones in turns that
+    offer no tools: tools in the system prompt, calls as the format writes them
+    (`prompt_content`), results as user turns (consecutive results share one turn).
+
+    A tool-trained template's results are `<tool_response>` tags, as it renders them itself;
+    other templates get the format's `tool_result_text` (plain words)."""
     fmt = request.fmt
     out: list[dict[str, Any]] = []
     for m in request.messages:
         if m.role == "tool":
-            text = fmt.tool_result_text(m.name or "", m.content)
+            name = m.name or ""
+            text = (
+                tagged_result_text(name, m.content)
+                if tool_template
+                else fmt.tool_result_text(name, m.content)
+            )
             if out and out[-1]["role"] == "user" and out[-1].get("_tool_results"):
                 out[-1]["content"] += "\n" + text
             else:
@@ -208,7 +216,8 @@ def _fallback_dicts(request: TurnRequest) -> list[dict[str, Any]]:
 
 def render_prompt(tokenizer: Any, request: TurnRequest) -> str:
     """The prompt text of one assistant turn (generation prompt included)."""
-    if request.tools and template_supports_tools(tokenizer):
+    tool_template = template_supports_tools(tokenizer)
+    if request.tools and tool_template:
         history = format_traits(request.fmt).history_dict
         if history is not None:  # the format rebuilds what its template expects
             msgs = [history(m) for m in request.messages]
@@ -222,7 +231,7 @@ def render_prompt(tokenizer: Any, request: TurnRequest) -> str:
                 d["content"] = prompt_content(m, request.fmt)
                 msgs.append(d)
         return _apply(tokenizer, msgs, tools=[t.to_openai() for t in request.tools])
-    return _apply(tokenizer, _fallback_dicts(request))
+    return _apply(tokenizer, _fallback_dicts(request, tool_template=tool_template))
 
 
 def encode_prompt(tokenizer: Any, text: str) -> list[int]:

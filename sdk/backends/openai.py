@@ -813,10 +813,11 @@ def _native_messages(request: TurnRequest) -> list[dict[str, Any]]:
 def _hermes_messages(request: TurnRequest) -> list[dict[str, Any]]:
     """Grammar modes: tools described in the system prompt, calls as text in the assistant
     turns (`prompt_content`: OpenAI-format turns written in the format), results as
-    `<tool_response>` user turns: what the turn grammar speaks, as a local model sees it."""
+    `<tool_response>` user turns: what the turn grammar speaks, as a local tool-trained model
+    sees it (servers run tool-trained models)."""
     from sdk.backends.chat_template import _fallback_dicts
 
-    return _fallback_dicts(request)
+    return _fallback_dicts(request, tool_template=True)
 
 
 def _parsed_call(raw: Any) -> ParsedCall:

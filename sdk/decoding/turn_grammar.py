@@ -35,7 +35,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from sdk.decoding.call_style import COMPACT, CallStyle
-from sdk.decoding.formats import HERMES, CallFormat, ToolCallFormat, format_traits, lark_literal
+from sdk.decoding.formats import (
+    HERMES,
+    CallFormat,
+    ToolCallFormat,
+    format_traits,
+    lark_literal,
+    tagged_result_text,
+)
 from sdk.engine.caches import BoundedCache
 from sdk.errors import GrammarError
 from sdk.grammar.pieces import (
@@ -284,13 +291,14 @@ def _answer_regex(fmt: ToolCallFormat, *, nonblank: bool = False) -> str:
 
 
 def _result_tag(fmt: ToolCallFormat) -> str | None:
-    """The tag a tool result opens with where the prompt shows results as text
-    (`<tool_response>`), or None."""
+    """The tag a tool result opens with where the prompt shows results as text: the
+    format's own (`tool_result_text`), else `<tool_response>`, which tool-trained templates'
+    answer turns show (`tagged_result_text`)."""
     try:
         head = str(fmt.tool_result_text("x", "y")).lstrip().split("\n", 1)[0]
     except Exception:  # noqa: BLE001 - a format of the user's own: no tag then
-        return None
-    return _tag(head)
+        head = ""
+    return _tag(head) or _tag(tagged_result_text("x", "y").split("\n", 1)[0])
 
 
 def _tag(text: str) -> str | None:

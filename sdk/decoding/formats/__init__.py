@@ -12,6 +12,7 @@ from sdk.decoding.formats._base import (
     format_traits,
     lark_literal,
     strip_property_titles,
+    tagged_result_text,
 )
 from sdk.decoding.formats._history import openai_message, prompt_content
 from sdk.decoding.formats.functiongemma import FUNCTIONGEMMA, FunctionGemmaFormat
@@ -69,4 +70,5 @@ __all__ = [
     "strip_property_titles",
     "openai_message",
     "prompt_content",
+    "tagged_result_text",
 ]

@@ -35,6 +35,7 @@ __all__ = [
     "ToolCallFormat",
     "format_traits",
     "lark_literal",
+    "tagged_result_text",
 ]
 
 
@@ -142,6 +143,13 @@ def strip_property_titles(schema: Any) -> Any:
     if isinstance(schema, list):
         return [strip_property_titles(v) for v in schema]
     return schema
+
+
+def tagged_result_text(name: str, content: str) -> str:
+    """A tool result the way tool-trained ChatML templates show it (`<tool_response>` in a user
+    turn): what their answer turns, rendered without tools, show."""
+    body = json.dumps({"name": name, "content": content}, ensure_ascii=False)
+    return f"<tool_response>\n{body}\n</tool_response>"
 
 
 def decode_json_at(text: str, pos: int) -> tuple[Any, int] | None:
@@ -303,8 +311,11 @@ class CallFormat:
         )
 
     def tool_result_text(self, name: str, content: str) -> str:
-        body = json.dumps({"name": name, "content": content}, ensure_ascii=False)
-        return f"<tool_response>\n{body}\n</tool_response>"
+        """Plain words, no tags: a chat model never trained on tools reads a tagged result
+        as markup to continue (the embedded SmolLM2 answered `<script>...`, `<string>42`).
+        After one forced call on 30 questions its answer used the result in 20 cases
+        against 13 with `<tool_response>` tags (docs/concepts/call-quality.md)."""
+        return f"Result of {name}: {content}" if name else f"Tool result: {content}"
 
     def __repr__(self) -> str:
         extra = f", reasoning={self.reasoning!r}" if self.reasoning else ""
