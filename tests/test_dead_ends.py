@@ -7,72 +7,14 @@ did in a new-user app, and once `{` is masked it prefers a space to anything els
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
-import torch
 
 from sdk import Agent, tool
-from sdk.backends.chat_template import encode_prompt, render_prompt
-from sdk.backends.test import TestModel
 from sdk.decoding._retreat import BLANK_RUN, MAX_RETREATS
-from sdk.decoding.generate import TurnRequest
-
-Wants = Callable[[bytes], Sequence[str | tuple[str, float]]]
-
-
-class _Session:
-    """Logits ranking `wants(text so far)` in order (single tokens, or `(token, logit)`),
-    everything else -inf."""
-
-    def __init__(self, model: _Prefers, prompt_ids: list[int]) -> None:
-        self.model = model
-        self.prompt_ids = prompt_ids
-        self.cached_tokens = 0
-        self.fed: list[int] = []
-
-    def _logits(self) -> torch.Tensor:
-        tb = self.model.index.token_bytes
-        done = b"".join(tb[t] for t in self.fed)
-        logits = torch.full((self.model.index.vocab_size,), float("-inf"))
-        for rank, want in enumerate(self.model.wants(done)):
-            text, logit = want if isinstance(want, tuple) else (want, -float(rank))
-            logits[self.model.eos if text == "<eos>" else self.model.token(text)] = logit
-        return logits
-
-    def prefill(self) -> torch.Tensor:
-        return self._logits()
-
-    def feed(self, ids: Sequence[int]) -> torch.Tensor:
-        self.fed += ids
-        self.model.passes += 1
-        return self._logits()
-
-    def rollback(self, n: int) -> None:
-        self.model.rollbacks.append(n)
-        del self.fed[len(self.fed) - n :]
-
-    def close(self) -> None:
-        return None
-
-
-class _Prefers(TestModel):
-    def __init__(self, wants: Wants, tokenizer: Any) -> None:
-        super().__init__((), tokenizer=tokenizer)
-        self.wants = wants
-        self.passes = 0
-        self.rollbacks: list[int] = []
-        self.eos = min(self.index.eos_ids)
-
-    def token(self, text: str) -> int:
-        ids = self.tokenizer.encode(text, add_special_tokens=False)
-        assert len(ids) == 1, (text, ids)
-        return int(ids[0])
-
-    def begin_turn(self, request: TurnRequest) -> _Session:  # type: ignore[override]
-        prompt = render_prompt(self.tokenizer, request)
-        return _Session(self, encode_prompt(self.tokenizer, prompt))
+from tests._prefers import Prefers, Wants
 
 
 @tool
@@ -106,7 +48,7 @@ def _fence_wants(
 
 
 def test_an_answer_that_runs_into_blanks_backs_out_and_answers(smollm2_tokenizer: Any) -> None:
-    model = _Prefers(_fence_wants(["The", " answer", " is", " one"]), smollm2_tokenizer)
+    model = Prefers(_fence_wants(["The", " answer", " is", " one"]), smollm2_tokenizer)
     agent = Agent(model, tools=[lookup_stock], tool_choice="none", max_tokens=400)
     result = agent.run_sync("Check stock of C-300.")
     assert result.output == "The answer is one"
@@ -127,7 +69,7 @@ def test_a_dead_end_at_every_start_stops_as_a_runaway(smollm2_tokenizer: Any) ->
             return starts
         return ["{", " "]
 
-    model = _Prefers(wants, smollm2_tokenizer)
+    model = Prefers(wants, smollm2_tokenizer)
     agent = Agent(model, tools=[lookup_stock], tool_choice="none", max_tokens=1000)
     result = agent.run_sync("Check stock of C-300.")
     assert result.finish_reason == "length"
@@ -148,7 +90,7 @@ def test_a_step_the_mask_leaves_almost_nothing_is_a_dead_end(
     model's, as it wrote it; an end (EOS) is no dead end, however little the model wanted it
     (a complete answer after which it wanted to call again stays)."""
     after = [("{", 0.0), (second, share)]
-    model = _Prefers(_fence_wants(["The", " answer"], after), smollm2_tokenizer)
+    model = Prefers(_fence_wants(["The", " answer"], after), smollm2_tokenizer)
     agent = Agent(model, tools=[lookup_stock], tool_choice="none", max_tokens=400)
     result = agent.run_sync("Check stock of C-300.")
     if backs_out:
@@ -174,7 +116,7 @@ def test_blanks_short_of_a_dead_end_are_the_models_text(
                 return [words[i]]
         return ["<eos>"]
 
-    model = _Prefers(wants, smollm2_tokenizer)
+    model = Prefers(wants, smollm2_tokenizer)
     result = Agent(model, tools=[lookup_stock], tool_choice="none").run_sync("x")
     assert result.output == "".join(words) and not model.rollbacks
 
@@ -187,7 +129,7 @@ def test_a_stream_takes_back_the_text_it_backed_out_of(
     rebuild the answer, and the run streams on to its end."""
     from sdk.events import CallDropped, FinalResult, TextDelta, TextWithdrawn
 
-    model = _Prefers(_fence_wants(["The", " answer"], after), smollm2_tokenizer)
+    model = Prefers(_fence_wants(["The", " answer"], after), smollm2_tokenizer)
     agent = Agent(model, tools=[lookup_stock], tool_choice="none", max_tokens=400)
     text, events = "", list(agent.run_stream_sync("Check stock of C-300."))
     for event in events:

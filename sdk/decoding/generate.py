@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
-from sdk.decoding._alignment import give_back_extendable
+from sdk.decoding._alignment import give_back_extendable, respell, spell_as_tokenizer
 from sdk.decoding._gate import LOOK, PROBE, CallGate, GateRun
 from sdk.decoding._retreat import DEAD_SHARE, Retreat
 from sdk.decoding.formats import HERMES, ParsedCall, ToolCallFormat
@@ -437,7 +437,9 @@ class _Turn:
                             matcher, index, tokenizer, max_tokens - len(out) - 1, heal=heal
                         )
                         feed += forced
-                        usage.forced_tokens += len(forced)
+                        if heal and forced:
+                            feed = respell(matcher, index, tokenizer, feed)
+                        usage.forced_tokens += len(feed) - 1
                 self.mask_time += time.perf_counter() - t0
             if self._extend(feed):
                 return
@@ -504,6 +506,8 @@ class _Turn:
             matcher.apply_to_logits(logits)
         except MatcherError as exc:  # dead state: cannot happen with a sound grammar
             raise _rejected(self.index, self.out, str(exc)) from exc
+        if self.heal:
+            spell_as_tokenizer(matcher, self.index, self.tokenizer, logits)
         feed: list[int] = []
         preset: int | None = None
         if steer is not None:

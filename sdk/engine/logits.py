@@ -26,10 +26,12 @@ __all__ = [
     "Rng",
     "all_neginf",
     "as_float",
+    "ban",
     "choose",
     "copy",
     "fill_neginf",
     "host",
+    "is_banned",
     "keep_only",
     "log_softmax",
     "logsumexp",
@@ -62,6 +64,21 @@ def neginf(x: Logits) -> Any:
 
 def all_neginf(x: Logits) -> bool:
     return bool(neginf(x).all())
+
+
+def ban(x: Logits, ids: Any) -> None:
+    """Set `x` to -inf at the token ids `ids` (a few: no whole-row mask is built)."""
+    if isinstance(x, np.ndarray):
+        x[np.asarray(ids, dtype=np.int64)] = -np.inf
+        return
+    import torch
+
+    x[torch.as_tensor(np.asarray(ids, dtype=np.int64), device=x.device)] = float("-inf")
+
+
+def is_banned(x: Logits, token: int) -> bool:
+    """Is `x` -inf at `token`?"""
+    return bool(np.isneginf(x[token])) if isinstance(x, np.ndarray) else bool(x[token].isneginf())
 
 
 def fill_neginf(x: Logits, where: Any) -> None:
