@@ -20,7 +20,7 @@ Wants = Callable[[bytes], Sequence[str | tuple[str, float]]]
 
 class _Session:
     """Logits ranking `wants(text so far)` in order (single tokens, or `(token, logit)`),
-    everything else -inf."""
+    everything else at the model's `floor` (-inf unless given)."""
 
     def __init__(self, model: Prefers, prompt_ids: list[int]) -> None:
         self.model = model
@@ -31,7 +31,7 @@ class _Session:
     def _logits(self) -> torch.Tensor:
         tb = self.model.index.token_bytes
         done = b"".join(tb[t] for t in self.fed)
-        logits = torch.full((self.model.index.vocab_size,), float("-inf"))
+        logits = torch.full((self.model.index.vocab_size,), self.model.floor)
         for rank, want in enumerate(self.model.wants(done)):
             text, logit = want if isinstance(want, tuple) else (want, -float(rank))
             logits[self.model.eos if text == "<eos>" else self.model.token(text)] = logit
@@ -54,9 +54,10 @@ class _Session:
 
 
 class Prefers(TestModel):
-    def __init__(self, wants: Wants, tokenizer: Any) -> None:
+    def __init__(self, wants: Wants, tokenizer: Any, floor: float = float("-inf")) -> None:
         super().__init__((), tokenizer=tokenizer)
         self.wants = wants
+        self.floor = floor
         self.passes = 0
         self.rollbacks: list[int] = []
         self.eos = min(self.index.eos_ids)

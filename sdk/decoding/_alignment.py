@@ -31,7 +31,14 @@ if TYPE_CHECKING:
     from sdk.engine.matcher import Matcher
     from sdk.engine.tokenizer import TokenizerIndex
 
-__all__ = ["PrefixIndex", "give_back_extendable", "prefix_index", "respell", "spell_as_tokenizer"]
+__all__ = [
+    "PrefixIndex",
+    "give_back_extendable",
+    "prefix_index",
+    "respell",
+    "seam_token",
+    "spell_as_tokenizer",
+]
 
 
 class PrefixIndex:
@@ -222,3 +229,17 @@ def respell(matcher: Matcher, index: TokenizerIndex, tokenizer: Any, feed: list[
             matcher.advance(x)
         return feed
     return ids[:keep]
+
+
+def seam_token(matcher: Matcher, index: TokenizerIndex, tokenizer: Any, token: int) -> int:
+    """The tokenizer's first token of `token`'s bytes and the forced text after it (`matcher`
+    is past `token`): `token` itself where they do not merge or nothing is forced."""
+    forced = matcher.forced_bytes()
+    if not forced:
+        return token
+    data = index.token_bytes[token] + forced
+    text = _utf8_prefix(data)
+    if len(text.encode("utf-8")) <= len(index.token_bytes[token]):
+        return token
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    return int(ids[0]) if ids and 0 <= int(ids[0]) < len(index.token_bytes) else token

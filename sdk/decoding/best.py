@@ -17,8 +17,10 @@ sampler corrects, `sdk.decoding.exact`). The search (`Agent(decoding="best")`):
 
 Each prefix offers its `width` most likely valid tokens: the search is exact among those.
 Forced text (keys, punctuation, the rest of a name) is written as the tokenizer writes it, as in
-the masked turn: the search ranks texts, not other spellings of the same text in tokens (the
-model rarely means those, and each would cost a forward pass). Forced runs go in one forward
+the masked turn, and the same spelling rules hold (`_alignment`): forced text given back is
+not split, and a token the tokenizer would merge with the forced text after it is not taken
+(its merged token is). The search ranks texts, not other spellings of the same text in tokens
+(the model rarely means those, and each would cost a forward pass). Forced runs go in one forward
 pass with the logits after each token, so forced tokens count in the score: their probability
 under the model is rarely 1, and a call whose forced keys the model did not expect is less
 likely than its free tokens say.
@@ -36,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from sdk.decoding._alignment import seam_token, spell_as_tokenizer
 from sdk.decoding._gate import GateRun
 from sdk.decoding._search import Cursor, turn_result, valid_tokens
 from sdk.decoding.generate import TurnOutput, forced_token_ids, runaway_period
@@ -133,6 +136,7 @@ class BestSearch:
         self._heap: list[tuple[float, int, _Node]] = []
         self._order = itertools.count()
         self.best: _Node | None = None
+        self._lp: np.ndarray = np.zeros(0)  # the last filled node's log-probabilities
 
     # ------------------------------------------------------------------ the trie
 
@@ -147,6 +151,9 @@ class BestSearch:
         at_limit = len(node.path) >= self.max_tokens
         allowed = valid_tokens(node.matcher, lp.shape[0], self.eos_ids, at_limit)
         w = np.where(allowed, lp, -np.inf)
+        if self.heal:  # forced text given back is spelled as the tokenizer spells it
+            spell_as_tokenizer(node.matcher, self.index, self.tokenizer, w)
+        self._lp = lp
         k = min(self.width, int(allowed.sum()))
         top = np.argpartition(-w, k - 1)[:k] if k else np.zeros(0, dtype=np.int64)
         top = top[np.argsort(-w[top], kind="stable")]
@@ -171,6 +178,19 @@ class BestSearch:
         if kid.leaf and (self.best is None or kid.score > self.best.score):
             self.best = kid
         return kid
+
+    def _merged(self, node: _Node, token: int) -> int | None:
+        """The tokenizer's first token of `token` and the forced text after it where that is
+        not `token` (`]` chosen, `,` forced: `],`); None where it is, or nothing is forced."""
+        if not self.heal or token in self.eos_ids:
+            return None
+        assert node.matcher is not None
+        fork = node.matcher.fork()
+        fork.advance(token)
+        first = seam_token(fork, self.index, self.tokenizer, token)
+        if first == token or not node.matcher.fork().try_advance(first):
+            return None
+        return first
 
     def _open(self, node: _Node) -> _Node:
         """Open `node` and the run of forced tokens after it, in one forward pass; the last
@@ -232,6 +252,9 @@ class BestSearch:
                     )
                 break
             logp, token = node.cands[0]
+            merged = self._merged(node, token)  # as the masked turn feeds it (`respell`)
+            if merged is not None:
+                token, logp = merged, float(self._lp[merged])
             kid = self._child(node, token, logp)
             node = kid if kid.leaf else self._open(kid)
         dive = node
@@ -251,6 +274,9 @@ class BestSearch:
             logp, token = node.cands[node.next]
             node.next += 1
             fresh = token not in node.kids  # else the dive or a forced run took it
+            if fresh and self._merged(node, token) is not None:
+                self._push(node)  # a split of text the tokenizer's token spells whole
+                continue
             kid = self._child(node, token, logp)
             self._push(node)
             if fresh and not kid.leaf:
