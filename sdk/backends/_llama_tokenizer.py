@@ -3,9 +3,9 @@
 `LlamaCppModel` used to tokenize with the GGUF's vocabulary converted for transformers: a
 second copy of the vocabulary (~130 MB resident for Qwen2.5's 152k tokens, and the
 transformers import), converted on first use. The model llama.cpp loaded already holds the
-vocabulary, and `llama_tokenize` is the tokenizer the model runs with. Prompts are rendered by
-transformers' own Jinja renderer (`render_jinja_template`, without the rest of transformers),
-so a prompt reads the same on both local backends.
+vocabulary, and `llama_tokenize` is the tokenizer the model runs with. Prompts are rendered as
+transformers renders them (`_jinja`, checked against transformers' own renderer, without
+importing transformers), so a prompt reads the same on both local backends.
 
 Only what the SDK asks of a tokenizer is here (`encode`, `decode`, `get_vocab`,
 `apply_chat_template`, the special tokens), plus `token_index()`: the byte index straight from
@@ -158,23 +158,21 @@ class LlamaTokenizer:
         **kwargs: Any,
     ) -> str | list[int]:
         """The conversation rendered by the chat template, exactly as transformers renders
-        it (its renderer, with this tokenizer's special tokens); ids where `tokenize`."""
+        it (`_jinja`, with this tokenizer's special tokens); ids where `tokenize`."""
         template = chat_template if chat_template is not None else self.chat_template
         if template is None:
             raise TokenizerError(f"{self.name_or_path} has no chat template; pass chat_template=")
-        normalize, render_jinja_template = self._render
+        normalize, render = self._render
         if not conversation:
             raise TokenizerError("cannot render an empty conversation")
-        tool_list: Any = tools
-        # (rendered texts, generation indices): annotated as a str upstream
-        out: Any = render_jinja_template(
+        texts, _ = render(
             conversations=[normalize(conversation)],
-            tools=tool_list,
+            tools=tools,
             chat_template=template,
             add_generation_prompt=add_generation_prompt,
             **{**self.special_tokens_map, **kwargs},
         )
-        text = str(out[0][0])
+        text = str(texts[0])
         return self.encode(text) if tokenize else text
 
     # ------------------------------------------------------------------ byte index
@@ -195,14 +193,11 @@ class LlamaTokenizer:
 
 
 def _renderer() -> tuple[Callable[..., Any], Callable[..., Any]]:
-    """transformers' message normalizer and Jinja renderer (~0.4 s and 16 MB to import: the
-    package's root, not its models)."""
-    from transformers.utils.chat_template_utils import (
-        _normalize_chat_messages,
-        render_jinja_template,
-    )
+    """The message normalizer and the Jinja renderer (`_jinja`: transformers' behaviour,
+    without importing transformers)."""
+    from sdk.backends._jinja import normalize_messages, render_chat
 
-    return _normalize_chat_messages, render_jinja_template
+    return normalize_messages, render_chat
 
 
 def _int_or_none(text: str | None) -> int | None:
