@@ -72,6 +72,10 @@ def _templates() -> dict[str, str]:
     return found
 
 
+# What templates read besides the conversation: special tokens, and the tools' separators.
+_EXTRA: dict[str, Any] = {"bos_token": "<s>", "eos_token": "</s>", "SEPS": (", ", ": ")}
+
+
 def _transformers(template: str, chat: list[dict[str, Any]], tools: Any, gen: bool) -> Any:
     from transformers.utils.chat_template_utils import (
         _normalize_chat_messages,
@@ -83,9 +87,7 @@ def _transformers(template: str, chat: list[dict[str, Any]], tools: Any, gen: bo
         tools=tools,
         chat_template=template,
         add_generation_prompt=gen,
-        bos_token="<s>",
-        eos_token="</s>",
-        SEPS=(", ", ": "),
+        **_EXTRA,
     )
     return out[0][0]
 
@@ -96,9 +98,7 @@ def _ours(template: str, chat: list[dict[str, Any]], tools: Any, gen: bool) -> A
         tools=tools,
         chat_template=template,
         add_generation_prompt=gen,
-        bos_token="<s>",
-        eos_token="</s>",
-        SEPS=(", ", ": "),
+        **_EXTRA,
     )
     return texts[0]
 

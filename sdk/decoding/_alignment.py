@@ -38,6 +38,7 @@ __all__ = [
     "respell",
     "seam_token",
     "spell_as_tokenizer",
+    "utf8_prefix",
 ]
 
 
@@ -134,7 +135,7 @@ def spell_as_tokenizer(
     forced = matcher.forced_bytes()
     if not forced:
         return
-    text = _utf8_prefix(forced)
+    text = utf8_prefix(forced)
     if not text:
         return
     ids = tokenizer.encode(text, add_special_tokens=False)
@@ -159,7 +160,8 @@ def spell_as_tokenizer(
         ban(logits, banned)
 
 
-def _utf8_prefix(data: bytes) -> str:
+def utf8_prefix(data: bytes) -> str:
+    """The longest prefix of `data` that is whole UTF-8 characters, decoded."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -210,7 +212,7 @@ def respell(matcher: Matcher, index: TokenizerIndex, tokenizer: Any, feed: list[
     spelling is not the matcher's or where healing would give all of it back."""
     tb = index.token_bytes
     data = b"".join(tb[t] for t in feed)
-    text = _utf8_prefix(data)
+    text = utf8_prefix(data)
     if len(text.encode("utf-8")) != len(data):
         return feed
     ids = [int(t) for t in tokenizer.encode(text, add_special_tokens=False)]
@@ -238,7 +240,7 @@ def seam_token(matcher: Matcher, index: TokenizerIndex, tokenizer: Any, token: i
     if not forced:
         return token
     data = index.token_bytes[token] + forced
-    text = _utf8_prefix(data)
+    text = utf8_prefix(data)
     if len(text.encode("utf-8")) <= len(index.token_bytes[token]):
         return token
     ids = tokenizer.encode(text, add_special_tokens=False)

@@ -20,7 +20,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
-from sdk.decoding._alignment import give_back_extendable, respell, spell_as_tokenizer
+from sdk.decoding._alignment import (
+    give_back_extendable,
+    respell,
+    spell_as_tokenizer,
+    utf8_prefix,
+)
 from sdk.decoding._gate import LOOK, PROBE, CallGate, GateRun
 from sdk.decoding._retreat import DEAD_SHARE, Retreat
 from sdk.decoding.formats import HERMES, ParsedCall, ToolCallFormat
@@ -188,13 +193,6 @@ def text_runaway_period(out: Sequence[int]) -> int:
     return 0
 
 
-def _valid_utf8_prefix(data: bytes) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return data[: exc.start].decode("utf-8")
-
-
 def forced_token_ids(
     matcher: Matcher,
     index: TokenizerIndex,
@@ -225,7 +223,7 @@ def forced_token_ids(
     forced = committed or matcher.forced_bytes()
     if not forced or budget <= 0:
         return []
-    text = _valid_utf8_prefix(forced)
+    text = utf8_prefix(forced)
     if not text:
         return []
     ids = tokenizer.encode(text, add_special_tokens=False)
