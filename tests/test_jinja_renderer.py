@@ -170,3 +170,56 @@ def test_loading_a_gguf_model_does_not_import_transformers() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_rich_values_reach_templates_as_transformers_passes_them() -> None:
+    """Pydantic models, dataclasses, NumPy scalars, str/int subclasses and other objects in
+    messages and template arguments: the template sees what transformers shows it."""
+    import dataclasses
+    import enum
+
+    import numpy as np
+    from pydantic import BaseModel
+
+    class Color(str, enum.Enum):
+        RED = "red"
+
+    class Call(BaseModel):
+        name: str
+        n: int
+
+    @dataclasses.dataclass
+    class Note:
+        text: str
+        score: float
+
+    chat = [
+        {"role": "user", "content": "hi", "extra": Call(name="x", n=2), "gone": None},
+        {
+            "role": "assistant",
+            "content": Color.RED,
+            "note": Note("y", 0.5),
+            "k": (np.int64(3), np.float32(0.25), np.bool_(False)),
+            "obj": object(),
+        },
+    ]
+    template = (
+        "{% for m in messages %}{{ m.role }}:{{ m.content }}|{{ m.extra }}|{{ m.note }}|"
+        "{{ m.k }}|{{ m.obj }}|{{ 'gone' in m }};{% endfor %}{{ extra_arg }}"
+    )
+    want = _transformers(template, chat, None, False)
+    assert _ours(template, chat, None, False) == want
+    texts, _ = render_chat(
+        [normalize_messages(chat)], chat_template=template, extra_arg=Note("z", 1.0)
+    )
+    from transformers.utils.chat_template_utils import (
+        _normalize_chat_messages,
+        render_jinja_template,
+    )
+
+    out = render_jinja_template(
+        conversations=[_normalize_chat_messages(chat)],
+        chat_template=template,
+        extra_arg=Note("z", 1.0),
+    )
+    assert texts[0] == out[0][0]
