@@ -28,10 +28,11 @@ _REASONING = ("reasoning_content", "thinking", "reasoning")
 
 
 def normalize_messages(conversation: Any) -> list[dict[str, Any]]:
-    """Messages as dicts (pydantic models and dataclasses dumped), keys whose value is None
-    dropped: templates handle a missing key and may render a None as "None"."""
+    """Messages as plain JSON data (`_plain`: pydantic models and dataclasses dumped), keys
+    whose value is None dropped: templates handle a missing key and may render a None as
+    "None"."""
     out = []
-    for message in _dicts(conversation):
+    for message in _plain(conversation):
         if not isinstance(message, dict):
             raise TypeError(f"chat messages must be dicts, got {message!r}")
         out.append({k: v for k, v in message.items() if v is not None})
@@ -63,20 +64,6 @@ def render_chat(
             )
         )
     return texts, []
-
-
-def _dicts(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _dicts(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_dicts(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_dicts(v) for v in value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _dicts(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if callable(getattr(value, "model_dump", None)):
-        return _dicts(value.model_dump())
-    return value
 
 
 def _plain(value: Any) -> Any:
